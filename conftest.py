@@ -1,0 +1,21 @@
+"""Repository-wide pytest hooks: report each notebook's total execution time."""
+
+from collections import defaultdict
+from pathlib import Path
+
+_notebook_seconds: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report):
+    path = report.nodeid.split("::")[0]
+    if path.endswith(".ipynb"):
+        _notebook_seconds[path] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _notebook_seconds:
+        return
+    terminalreporter.section("notebook execution times")
+    for path, seconds in sorted(_notebook_seconds.items()):
+        terminalreporter.write_line(f"{seconds:7.1f} s  {Path(path).as_posix()}")
+    terminalreporter.write_line(f"{sum(_notebook_seconds.values()):7.1f} s  total")

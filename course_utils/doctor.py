@@ -1,0 +1,165 @@
+"""`course doctor`: what this environment has, checked against what the course and the job need.
+
+Each finding is a row (topic, value, status, advice). Status "error" is blocking (non-zero exit):
+the course cannot run correctly here. "warn" deserves attention; "ok" and "info" do not.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from dataclasses import asdict, dataclass
+
+import torch
+
+from course_utils import hpc
+
+OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
+KERNEL_NAME = "course"
+
+
+@dataclass(frozen=True)
+class Finding:
+    topic: str
+    value: str
+    status: str = INFO
+    advice: str = ""
+
+
+def versions() -> list[Finding]:
+    rows = [
+        Finding("python", platform.python_version(), OK if sys.version_info >= (3, 10) else ERROR,
+                "" if sys.version_info >= (3, 10) else "the course needs Python 3.10 or newer"),
+        Finding("pytorch", torch.__version__, OK),
+    ]
+    try:
+        import torchvision
+
+        rows.append(Finding("torchvision", torchvision.__version__, OK))
+    except Exception as e:  # a mismatched torchvision fails at import with many error types
+        rows.append(Finding("torchvision", f"import failed: {e}", ERROR,
+                            "install the torchvision built for this PyTorch (see lesson 00)"))
+    rows.append(Finding("cuda (build)", torch.version.cuda or "none (CPU-only build)"))
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    rows.append(Finding("cudnn", str(cudnn) if cudnn else "not available"))
+    return rows
+
+
+def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether kernels for a GPU of `capability` are in the build (exact sm_XY, or PTX to JIT)."""
+    major, minor = capability
+    sm = f"sm_{major}{minor}"
+    if sm in arch_list:
+        return True
+    # PTX of an equal or older architecture of the same major version can be compiled at load time.
+    ptx = [a for a in arch_list if a.startswith("compute_")]
+    return any(int(a.split("_")[1]) <= major * 10 + minor for a in ptx)
+
+
+def gpus() -> list[Finding]:
+    if not torch.cuda.is_available():
+        return [Finding("gpu", "none visible (torch.cuda.is_available() is False)", INFO,
+                        "fine for the CPU lessons; on a cluster ask for one with --gres=gpu:1")]
+    arch_list = torch.cuda.get_arch_list()
+    rows = []
+    for i in range(torch.cuda.device_count()):
+        cap = torch.cuda.get_device_capability(i)
+        name = torch.cuda.get_device_name(i)
+        value = f"{name}, compute capability {cap[0]}.{cap[1]}"
+        if arch_supported(cap, arch_list):
+            rows.append(Finding(f"gpu {i}", value, OK))
+        else:
+            rows.append(Finding(
+                f"gpu {i}", value, ERROR,
+                f"this PyTorch has kernels for {', '.join(arch_list)} only: expect 'no kernel image "
+                "is available for execution on the device'; install a build that includes "
+                f"sm_{cap[0]}{cap[1]} (or build with TORCH_CUDA_ARCH_LIST=\"{cap[0]}.{cap[1]}\")"))
+    return rows
+
+
+def threads() -> list[Finding]:
+    allocated, torch_threads = hpc.allocated_cpus(), torch.get_num_threads()
+    value = f"allocated CPUs {allocated}, torch threads {torch_threads}"
+    if torch_threads > allocated:
+        return [Finding("cpu threads", value, WARN,
+                        "more threads than CPUs: call course_utils.hpc.configure_threads() "
+                        "or set OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK")]
+    if torch_threads < allocated:
+        return [Finding("cpu threads", value, INFO,
+                        "fewer threads than allocated CPUs: configure_threads() uses them all")]
+    return [Finding("cpu threads", value, OK)]
+
+
+def precision() -> list[Finding]:
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    cudnn = torch.backends.cudnn.allow_tf32
+    return [Finding("tf32", f"matmul {matmul}, cudnn {cudnn}, float32 matmul precision "
+                    f"'{torch.get_float32_matmul_precision()}'")]
+
+
+def distributed() -> list[Finding]:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return [Finding("distributed", "torch.distributed not built", WARN, "lesson 05 needs it")]
+    names = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(),
+             "mpi": dist.is_mpi_available()}
+    have = ", ".join(n for n, ok in names.items() if ok) or "none"
+    status = OK if names["gloo"] or names["nccl"] else WARN
+    return [Finding("distributed backends", have, status)]
+
+
+def data() -> list[Finding]:
+    from torchvision.datasets import CIFAR10
+
+    from course_utils.data import data_root
+
+    folder = data_root()
+    try:
+        CIFAR10(str(folder), train=False, download=False)
+    except RuntimeError:
+        return [Finding("data", f"no CIFAR-10 in {folder}: lessons use the synthetic stand-in",
+                        INFO, "run `course data fetch` on a login node for the real images")]
+    return [Finding("data", f"CIFAR-10 found in {folder}", OK)]
+
+
+def kernel() -> list[Finding]:
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        specs = KernelSpecManager().find_kernel_specs()
+    except ImportError:
+        return [Finding("jupyter kernel", "jupyter_client not installed", WARN,
+                        "install the course requirements (make lab does)")]
+    if KERNEL_NAME in specs:
+        return [Finding("jupyter kernel", f"'{KERNEL_NAME}' registered at {specs[KERNEL_NAME]}", OK)]
+    return [Finding("jupyter kernel", f"'{KERNEL_NAME}' not registered", WARN,
+                    f"python -m ipykernel install --user --name {KERNEL_NAME} (make lab does it)")]
+
+
+def collect() -> list[Finding]:
+    rows = []
+    for part in (versions, gpus, threads, precision, distributed, data, kernel):
+        rows.extend(part())
+    return rows
+
+
+def format_table(rows: list[Finding]) -> str:
+    width = max(len(r.topic) for r in rows)
+    lines = []
+    for r in rows:
+        lines.append(f"{r.topic:<{width}}  [{r.status:^5}]  {r.value}")
+        if r.advice:
+            lines.append(f"{'':<{width}}           -> {r.advice}")
+    return "\n".join(lines)
+
+
+def main(as_json: bool = False) -> int:
+    """Print the report; exit code 1 when any finding is blocking."""
+    rows = collect()
+    if as_json:
+        print(json.dumps([asdict(r) for r in rows], indent=2))
+    else:
+        print(format_table(rows))
+    return 1 if any(r.status == ERROR for r in rows) else 0

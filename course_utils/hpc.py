@@ -1,0 +1,52 @@
+"""What the scheduler gave this job, and fitting PyTorch's threads to it."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def _env_int(name: str, environ=None) -> int | None:
+    environ = os.environ if environ is None else environ
+    raw = environ.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        value = int(raw)
+    except ValueError as e:
+        raise ValueError(f"{name}={raw!r} is not an integer; fix or unset it") from e
+    if value < 1:
+        raise ValueError(f"{name}={value} must be at least 1; fix or unset it")
+    return value
+
+
+def affinity_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), which cgroups and taskset restrict."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def allocated_cpus(environ=None) -> int:
+    """CPUs allocated to this task: SLURM_CPUS_PER_TASK, else the process's CPU affinity."""
+    return _env_int("SLURM_CPUS_PER_TASK", environ) or affinity_cpus()
+
+
+def configure_threads(n: int | None = None) -> int:
+    """Set torch's intra-op threads to `n` (default: the allocated CPUs) and return the count.
+
+    PyTorch sizes its pool from the whole node's cores, so on a shared node a job with
+    --cpus-per-task=4 would otherwise run dozens of threads on 4 cores.
+    """
+    if n is None:
+        n = allocated_cpus()
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"thread count {n!r} must be a positive integer, e.g. allocated_cpus()")
+    torch.set_num_threads(n)
+    return torch.get_num_threads()
+
+
+def in_slurm_job(environ=None) -> bool:
+    environ = os.environ if environ is None else environ
+    return "SLURM_JOB_ID" in environ
