@@ -8,7 +8,7 @@ TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))' 2>/
 # JupyterLab refuses to run as root without --allow-root (containers and CI run as root).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 KERNEL := $(VENV)/share/jupyter/kernels/course/kernel.json
-NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600
+NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-solutions test-notebooks release lint clean-venv
