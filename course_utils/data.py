@@ -29,14 +29,14 @@ class SyntheticCIFAR10(Dataset):
     """Deterministic, learnable CIFAR-10 look-alike: 3x32x32 float images, 10 classes.
 
     Each class has a fixed smooth pattern; an image is its class pattern buried in noise, so the
-    lesson CNN climbs from chance (10%) to about 80% test accuracy over three epochs of 5,000
-    images (SGD, lr 0.01, momentum 0.9), not at once. The same (seed, train, size)
-    always gives the same tensors, on any machine.
+    lesson CNN has to learn: with SGD (lr 0.05, momentum 0.9, batch 128) its loss falls within the
+    first epoch of 5,000 images and test accuracy passes 90% by the third. The same (seed, train, size)
+always gives the same tensors, on any machine.
     """
 
     classes = CIFAR10_CLASSES
 
-    def __init__(self, train: bool = True, size: int | None = None, seed: int = 0, noise: float = 8.0):
+    def __init__(self, train: bool = True, size: int | None = None, seed: int = 0, noise: float = 4.0):
         size = (5000 if train else 1000) if size is None else size
         if size < 1:
             raise ValueError(f"size={size} must be at least 1 image")
