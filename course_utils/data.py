@@ -30,8 +30,8 @@ class SyntheticCIFAR10(Dataset):
 
     Each class has a fixed smooth pattern; an image is its class pattern buried in noise, so the
     lesson CNN has to learn: with SGD (lr 0.05, momentum 0.9, batch 128) its loss falls within the
-    first epoch of 5,000 images and test accuracy passes 90% by the third. The same (seed, train, size)
-always gives the same tensors, on any machine.
+    first epoch of 5,000 images and test accuracy passes 90% by the third. The same
+    (seed, train, size) always gives the same tensors, on any machine.
     """
 
     classes = CIFAR10_CLASSES
