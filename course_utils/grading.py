@@ -102,6 +102,8 @@ def run_check(exercise_id: str, *args, **kwargs) -> Result:
         )
     except (CheckFailed, AssertionError) as e:
         return Result(exercise_id, FAILED, str(e) or "the answer did not pass the check")
+    except SystemExit as e:  # sys.exit() in an answer would otherwise abort the check cell
+        return Result(exercise_id, FAILED, f"your code called sys.exit({e.code!r}); return instead")
     except Exception as e:  # learner code may raise anything; report it instead of crashing
         return Result(exercise_id, FAILED, f"your code raised {type(e).__name__}: {e}")
     return Result(exercise_id, PASSED, note or "all checks passed")
@@ -137,6 +139,17 @@ def call_answer(answer: Callable, *args, **kwargs):
     if not callable(answer):
         raise CheckFailed(f"expected a function, got {type(answer).__name__}")
     return answer(*args, **kwargs)
+
+
+def parse_results(text: str) -> dict[str, Result]:
+    """Result per exercise id from printed check lines (the last line for an id wins)."""
+    results = {}
+    for line in text.splitlines():
+        m = VERDICT_LINE.match(line.strip())
+        if m:
+            message = line.strip()[m.end():].removeprefix(":").strip()
+            results[m["id"]] = Result(m["id"], m["verdict"], message)
+    return results
 
 
 def parse_verdicts(text: str) -> dict[str, str]:

@@ -1,0 +1,510 @@
+"""`course grade`: grade learners' notebooks with nbval, each in its own process and folder.
+
+For each submission the grader builds a *grading notebook* from the released notebook: every cell
+comes from the release except the learner's exercise cells, matched by the exercise id in their
+metadata (so reordered, duplicated or deleted cells do not matter). The check cells carry the
+reference outputs of solutions/. `pytest --nbval` runs it in a subprocess with a per-cell time
+limit; the whole run has a per-notebook limit, after which the process tree is killed. An
+exercise earns its points when its check cell printed "passed" AND nbval found the cell's output
+equal to the reference. `course check` (learner.py) calls the same `grade_notebook`, so learners
+see the verdicts the instructor will see.
+
+What this isolation gives and what it does not is written in README.md, section "Grading".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from course_utils.gradebook import (
+    CRASHED,
+    ERROR,
+    OK,
+    TIMEOUT,
+    UNREADABLE,
+    ExerciseGrade,
+    SubmissionGrade,
+    atomic_write,
+    clip,
+    safe_name,
+    summary_table,
+    write_outputs,
+)
+from course_utils.grading import FAILED, PASSED, registry
+from course_utils.release import BEGIN, course_meta
+
+MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
+MAX_FILE_BYTES = 2**30  # RLIMIT_FSIZE of the grading processes: no file written may exceed 1 GiB
+LOG_TAIL = 20_000  # characters of each run's pytest log kept under OUT/logs
+FLATNAME = re.compile(r"^(?P<learner>.+?)__(?P<lesson>\d\d)_[^/]*\.ipynb$")
+
+# Patterns in exercise cells an instructor may want to look at; they never change the points.
+FLAG_PATTERNS = {
+    "mentions solutions/": r"solutions",
+    "opens or removes files": r"\bopen\(|\.write_text|\.write_bytes|shutil\.|os\.(remove|unlink)",
+    "exits or kills the process": r"sys\.exit|os\._exit|os\.kill|signal\.",
+    "starts processes": r"subprocess|os\.system|os\.fork|multiprocessing",
+    "touches the grading machinery": r"course_utils\.grading|_REGISTRY|_SESSION|\bcheck\s*=|"
+                                     r"builtins|sys\.modules|sys\.stdout",
+}
+
+
+@dataclass(frozen=True)
+class Submission:
+    learner: str
+    lesson: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 600  # seconds for the whole notebook, kernel start included
+    cell_timeout: float = 120  # seconds per cell
+    threads: int = 1  # OMP/MKL threads of each grading kernel
+
+
+@dataclass
+class Lesson:
+    """The instructor's side of a lesson: the released notebook and the reference check outputs."""
+
+    lesson: str
+    release: nbformat.NotebookNode
+    reference: dict[str, list]  # exercise id -> outputs of its check cell in solutions/
+
+    @classmethod
+    def load(cls, lesson: str, notebooks: Path, solutions: Path) -> Lesson:
+        release = _one(notebooks, lesson, "released notebook")
+        solution = _one(solutions, lesson, "solution notebook")
+        reference = {course_meta(c)["exercise"]: c.outputs
+                     for c in nbformat.read(solution, as_version=4).cells
+                     if c.cell_type == "code" and course_meta(c).get("role") == "check"}
+        return cls(lesson, nbformat.read(release, as_version=4), reference)
+
+
+def _one(folder: Path, lesson: str, what: str) -> Path:
+    matches = sorted(folder.glob(f"{lesson}_*.ipynb"))
+    if not matches:
+        raise ValueError(f"lesson {lesson}: no {what} {lesson}_*.ipynb in {folder}; "
+                         "pass a lesson that exists, or run `course release`")
+    return matches[0]
+
+
+# ---- finding submissions -------------------------------------------------------------------
+
+
+def find_submissions(folder: Path, lesson: str | None = None) -> tuple[list[Submission], list[str]]:
+    """Submissions in `folder`, as `<learner>/NN_topic.ipynb` or `<learner>__NN_topic.ipynb`.
+
+    Returns the submissions (one per learner and lesson) and warnings about files passed over.
+    """
+    if not folder.is_dir():
+        raise ValueError(f"submissions folder {folder} does not exist; pass the folder that holds "
+                         "one folder per learner or files named <learner>__NN_topic.ipynb")
+    found, skipped = {}, []
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            for nb in sorted(entry.glob("[0-9][0-9]_*.ipynb")):
+                _add(found, skipped, Submission(entry.name, nb.name[:2], nb))
+        elif entry.suffix == ".ipynb":
+            m = FLATNAME.match(entry.name)
+            if m:
+                _add(found, skipped, Submission(m["learner"], m["lesson"], entry))
+            else:
+                skipped.append(f"skipped {entry}: name it <learner>__NN_topic.ipynb")
+    subs = [s for s in found.values() if lesson is None or s.lesson == lesson]
+    return sorted(subs, key=lambda s: (s.lesson, s.learner)), skipped
+
+
+def _add(found: dict, skipped: list, sub: Submission) -> None:
+    key = (sub.learner, sub.lesson)
+    if key in found:
+        skipped.append(f"skipped {sub.path}: {found[key].path.name} is graded for "
+                       f"{sub.learner}, lesson {sub.lesson} (one notebook per lesson)")
+    else:
+        found[key] = sub
+
+
+# ---- building the grading notebook ---------------------------------------------------------
+
+
+def read_notebook(path: Path, max_bytes: int = MAX_SUBMISSION_BYTES) -> nbformat.NotebookNode:
+    """Read a submission as nbformat 4; ValueError says why it cannot be read."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"the file is {size / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB "
+                         "limit; clear the outputs (Edit > Clear All Outputs) and resubmit")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(path.read_text(encoding="utf-8", errors="replace"), as_version=4)
+        [(c.cell_type, c.source, c.get("metadata", {})) for c in nb.cells]
+    except Exception as e:  # malformed JSON, not a notebook, a future nbformat...
+        raise ValueError(f"not a readable notebook ({type(e).__name__}: {clip(str(e), 200)}); "
+                         "open it in Jupyter, save it, and resubmit") from e
+    return nb
+
+
+def learner_exercises(nb: nbformat.NotebookNode, stubs: dict[str, str]) -> tuple[dict, list]:
+    """Source of each exercise cell of a submission, by id, and notes on what was chosen.
+
+    Of several cells with the same id, the last one the learner changed from the released stub
+    is taken (else the last one).
+    """
+    copies: dict[str, list[str]] = {}
+    for cell in nb.cells:
+        meta = course_meta(cell) if isinstance(cell.get("metadata"), dict) else {}
+        if cell.cell_type == "code" and meta.get("role") == "exercise":
+            copies.setdefault(str(meta.get("exercise")), []).append(str(cell.source))
+    chosen, notes = {}, []
+    for ex_id, stub in stubs.items():
+        sources = copies.get(ex_id, [])
+        if not sources:
+            notes.append(f"exercise {ex_id}: no exercise cell found; the released stub was graded")
+            continue
+        edited = [s for s in sources if s.strip() != stub.strip()]
+        chosen[ex_id] = (edited or sources)[-1]
+        if len(sources) > 1:
+            notes.append(f"exercise {ex_id}: {len(sources)} cells carry this id; the last edited "
+                         "one was graded")
+    return chosen, notes
+
+
+@dataclass
+class GradingPlan:
+    notebook: nbformat.NotebookNode
+    cells: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (exercise, check) cell
+    points: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+
+
+def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) -> GradingPlan:
+    """The release with the learner's exercise cells and the reference outputs of check cells.
+
+    Cells whose execution_count is None are only run by nbval; the check cells get one, so nbval
+    compares their outputs.
+    """
+    nb = nbformat.from_dict(lesson.release)
+    stubs = {course_meta(c)["exercise"]: c.source for c in nb.cells
+             if c.cell_type == "code" and course_meta(c).get("role") == "exercise"}
+    answers, notes = learner_exercises(submission, stubs)
+    plan = GradingPlan(nb, notes=notes)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    for number, cell in enumerate(code_cells):
+        meta = course_meta(cell)
+        cell.outputs, cell.execution_count = [], None
+        ex_id = meta.get("exercise")
+        if meta.get("role") == "exercise":
+            cell.source = answers.get(ex_id, cell.source)
+            plan.points[ex_id] = int(meta.get("points", 1))
+            plan.cells[ex_id] = (number, -1)
+        elif meta.get("role") == "check":
+            if ex_id not in lesson.reference:
+                raise ValueError(f"lesson {lesson.lesson}: solutions/ has no check cell for "
+                                 f"{ex_id}; rebuild the solution notebook")
+            cell.outputs, cell.execution_count = lesson.reference[ex_id], 1
+            plan.cells[ex_id] = (plan.cells.get(ex_id, (-1, -1))[0], number)
+    plan.flags = review_flags(answers)
+    return plan
+
+
+def review_flags(answers: dict[str, str]) -> list[str]:
+    """Things in the exercise cells an instructor may want to read; they do not change points."""
+    flags = []
+    for ex_id, source in sorted(answers.items()):
+        code = source.split(BEGIN)[-1] if BEGIN in source else source
+        flags += [f"{ex_id}: {what}" for what, pattern in FLAG_PATTERNS.items()
+                  if re.search(pattern, code)]
+    return flags
+
+
+# ---- running nbval in a subprocess ---------------------------------------------------------
+
+
+@dataclass
+class Run:
+    records: dict[int, dict]  # code cell number -> what nbval_record wrote
+    timed_out: bool  # the per-notebook limit was hit
+    returncode: int | None
+    log: str
+
+
+def _environment(work: Path, token: str, threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HOME=str(work), TMPDIR=str(work / "tmp"), MPLBACKEND="Agg",
+               PYTHONDONTWRITEBYTECODE="1", COURSE_GRADE_RUN=token,
+               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def _kill_tree(proc: subprocess.Popen, token: str) -> None:
+    """Kill pytest, its kernel and anything they started (found by an environment variable)."""
+    import psutil
+
+    victims = []
+    try:
+        victims = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        pass
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and p.environ().get("COURSE_GRADE_RUN") == token:
+                victims.append(p)
+        except psutil.Error:
+            continue
+    for p in victims:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> Run:
+    """Run `pytest --nbval` on `notebook` (in its folder) within the limits; never raises."""
+    private = Path(tempfile.mkdtemp(prefix="course-grade-private-"))
+    record, log, token = private / "cells.jsonl", private / "pytest.log", uuid.uuid4().hex
+    (private / "pytest.ini").write_text("[pytest]\n")
+    (notebook.parent / "tmp").mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "-p", "course_utils.nbval_record",
+           "-p", "no:cacheprovider", "-c", str(private / "pytest.ini"),
+           "--rootdir", str(notebook.parent), "-o", "addopts=", "-q", "--tb=line", "--color=no",
+           "--nbval", "--nbval-current-env", f"--nbval-cell-timeout={limits.cell_timeout:g}",
+           "--course-record", str(record), str(notebook)]
+    if sanitize and sanitize.is_file():
+        cmd[-1:-1] = ["--nbval-sanitize-with", str(sanitize)]
+    timed_out = False
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=private, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=_environment(notebook.parent, token, limits.threads))
+        _limit_resources(proc.pid)
+        try:
+            proc.wait(timeout=limits.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_tree(proc, token)  # also reaps what learner code left running after a normal end
+    records = _read_records(record)
+    text = log.read_bytes()[-LOG_TAIL:].decode("utf-8", errors="replace")
+    shutil.rmtree(private, ignore_errors=True)
+    return Run(records, timed_out, None if timed_out else proc.returncode, text)
+
+
+def _limit_resources(pid: int) -> None:
+    """No core dumps and no file over MAX_FILE_BYTES; the kernel, started later, inherits both."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        p.rlimit(psutil.RLIMIT_CORE, (0, 0))
+        p.rlimit(psutil.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+    except (psutil.Error, OSError, ValueError):
+        pass  # the process already ended, or limits are lower already
+
+
+def _read_records(path: Path) -> dict[int, dict]:
+    records = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+                records[int(rec["cell"])] = rec
+            except (ValueError, KeyError, TypeError):
+                continue
+    return records
+
+
+# ---- from nbval's records to grades --------------------------------------------------------
+
+
+def _cell_problem(rec: dict) -> str:
+    if rec.get("died"):
+        return "the kernel died in it (os._exit, a crash, or out of memory)"
+    if rec.get("problem", "").startswith("Kernel dead"):
+        return "the kernel had died in an earlier cell"
+    if rec.get("ename"):
+        return f"it raised {rec['ename']}: {rec['evalue']}"
+    return rec.get("problem") or "it failed"
+
+
+def judge(ex_id: str, title: str, points: int, exercise: dict | None, check: dict | None,
+          cell_timeout: float) -> ExerciseGrade:
+    """The verdict of one exercise from nbval's records of its exercise and check cells."""
+    from course_utils.grading import parse_results
+
+    def failed(message: str) -> ExerciseGrade:
+        return ExerciseGrade(ex_id, title, points, FAILED, message)
+
+    context = ""
+    if exercise is not None and not exercise["ok"]:
+        context = f" (your exercise cell did not run cleanly: {_cell_problem(exercise)})"
+    if check is None:
+        return failed("not graded: the notebook stopped before this check ran" + context)
+    result = parse_results(check["stdout"]).get(ex_id)
+    if result is None:
+        if check.get("timed_out") and not check.get("died"):
+            return failed(f"the check did not finish within {cell_timeout:g} s (an endless loop?)"
+                          + context)
+        return failed(f"the check printed no verdict: {_cell_problem(check)}{context}")
+    if result.verdict == PASSED and not check["ok"]:
+        extra = check["stdout"].replace(result.line(), "").strip() + "\n" + check["stderr"]
+        extra = extra.strip()
+        return failed("the check passed, but the check cell's output differs from the reference "
+                      "solution's: your code printed or warned during the check"
+                      + (f": {clip(extra, 200)!r}" if extra else ""))
+    return ExerciseGrade(ex_id, title, points, result.verdict, result.message + context)
+
+
+def _status(plan: GradingPlan, run: Run, limits: Limits) -> tuple[str, str]:
+    numbers = sorted(run.records)
+    died = [n for n in numbers if run.records[n].get("died")]
+    slow = [n for n in numbers if run.records[n].get("timed_out") and n not in died]
+    where = _where(plan)
+    if run.timed_out:
+        stuck = next((n for n in range(len(_code_cells(plan))) if n not in run.records), None)
+        return TIMEOUT, (f"the notebook ran past its {limits.timeout:g} s limit"
+                         + (f" in code cell {stuck}{where(stuck)}" if stuck is not None else ""))
+    if died:
+        return CRASHED, f"the kernel died in code cell {died[0]}{where(died[0])}"
+    if slow:
+        return TIMEOUT, (f"code cell {slow[0]}{where(slow[0])} ran past the "
+                         f"{limits.cell_timeout:g} s cell limit")
+    if not run.records:
+        return ERROR, f"nbval did not run any cell (exit code {run.returncode}); see the log"
+    return OK, ""
+
+
+def _code_cells(plan: GradingPlan) -> list:
+    return [c for c in plan.notebook.cells if c.cell_type == "code"]
+
+
+def _where(plan: GradingPlan):
+    roles = {}
+    for ex_id, (ex_cell, check_cell) in plan.cells.items():
+        roles[ex_cell], roles[check_cell] = f" (exercise {ex_id})", f" (check of {ex_id})"
+    return lambda n: roles.get(n, "")
+
+
+def grade_notebook(path: Path, lesson: Lesson, limits: Limits, learner: str = "",
+                   sanitize: Path | None = None, logs: Path | None = None) -> SubmissionGrade:
+    """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade."""
+    start = time.perf_counter()
+    grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path))
+    exercises = registry()
+    try:
+        plan = build_grading_notebook(lesson, read_notebook(path))
+    except ValueError as e:
+        grade.status, grade.reason = UNREADABLE, str(e)
+        plan = build_grading_notebook(lesson, nbformat.v4.new_notebook())
+        grade.exercises = [ExerciseGrade(i, exercises[i].title if i in exercises else i, p,
+                                         FAILED, "not graded: the notebook could not be read")
+                           for i, p in plan.points.items()]
+        grade.seconds = time.perf_counter() - start
+        return grade
+    grade.notes, grade.flags = plan.notes, plan.flags
+    work = Path(tempfile.mkdtemp(prefix="course-grade-"))
+    try:
+        target = work / f"{lesson.lesson}_grading.ipynb"
+        nbformat.write(plan.notebook, target)
+        run = run_nbval(target, limits, sanitize)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if logs is not None:
+        atomic_write(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
+    grade.status, grade.reason = _status(plan, run, limits)
+    for ex_id, (ex_cell, check_cell) in plan.cells.items():
+        title = exercises[ex_id].title if ex_id in exercises else ex_id
+        grade.exercises.append(judge(ex_id, title, plan.points.get(ex_id, 1),
+                                     run.records.get(ex_cell), run.records.get(check_cell),
+                                     limits.cell_timeout))
+    grade.seconds = time.perf_counter() - start
+    return grade
+
+
+# ---- the command ---------------------------------------------------------------------------
+
+
+def default_limits(timeout: float, jobs: int, cell_timeout: float | None = None) -> Limits:
+    from course_utils.hpc import allocated_cpus
+
+    cell = cell_timeout if cell_timeout else min(timeout, 120.0)
+    return Limits(timeout=timeout, cell_timeout=min(cell, timeout),
+                  threads=max(1, allocated_cpus() // max(1, jobs)))
+
+
+def grade_all(submissions: list[Submission], lessons: dict[str, Lesson], limits: Limits,
+              jobs: int = 1, sanitize: Path | None = None, logs: Path | None = None,
+              progress: bool = True) -> list[SubmissionGrade]:
+    """Grade every submission, `jobs` at a time; one submission's failure never stops the rest."""
+    from tqdm import tqdm
+
+    def one(sub: Submission) -> SubmissionGrade:
+        try:
+            lesson = lessons[sub.lesson]
+            return grade_notebook(sub.path, lesson, limits, sub.learner, sanitize, logs)
+        except Exception as e:  # a grader bug must cost one row, not the whole gradebook
+            return SubmissionGrade(sub.learner, sub.lesson, str(sub.path), ERROR,
+                                   f"the grader failed: {type(e).__name__}: {e}")
+
+    grades = []
+    bar = tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, bar:
+        for future in as_completed([pool.submit(one, s) for s in submissions]):
+            grade = future.result()
+            grades.append(grade)
+            bar.set_postfix_str(f"{grade.learner} {grade.total}/{grade.max_total} {grade.status}")
+            bar.update()
+    return grades
+
+
+def grade_main(args) -> int:
+    """`course grade SUBMISSIONS [--lesson NN] [--out DIR] [-j N] [--timeout S]`."""
+    from course_utils.cli import _repo_dir
+
+    try:
+        lesson = f"{int(args.lesson):02d}" if args.lesson else None
+        subs, skipped = find_submissions(Path(args.submissions), lesson)
+        if not subs:
+            raise ValueError(f"no submissions found in {args.submissions}"
+                             + (f" for lesson {lesson}" if lesson else "")
+                             + "; expected <learner>/NN_topic.ipynb or <learner>__NN_topic.ipynb")
+        lessons = {n: Lesson.load(n, _repo_dir("notebooks"), _repo_dir("solutions"))
+                   for n in sorted({s.lesson for s in subs})}
+        if args.jobs < 1 or args.timeout <= 0:
+            raise ValueError(f"-j {args.jobs} / --timeout {args.timeout}: both must be positive")
+    except ValueError as e:
+        print(f"course grade: {e}", file=sys.stderr)
+        return 2
+    for line in skipped:
+        print(line, file=sys.stderr)
+    limits = default_limits(args.timeout, args.jobs, getattr(args, "cell_timeout", None))
+    out = Path(args.out)
+    start = time.perf_counter()
+    grades = grade_all(subs, lessons, limits, args.jobs, _repo_dir("tests") / "sanitize.cfg",
+                       out / "logs")
+    paths = write_outputs(out, grades)
+    print(summary_table(grades))
+    print(f"graded {len(grades)} submissions in {time.perf_counter() - start:.1f} s "
+          f"(-j {args.jobs}); gradebook {paths['gradebook']}, feedback in {paths['feedback']}/, "
+          f"JUnit report {paths['junit']}, logs in {out / 'logs'}/")
+    return 1 if any(g.status == ERROR for g in grades) else 0

@@ -1,0 +1,113 @@
+"""A pytest plugin used by `course grade`: records what nbval saw in each cell, one JSON line each.
+
+Loaded with `pytest -p course_utils.nbval_record --course-record FILE --nbval ...` in the grading
+subprocess. Lines are appended as cells finish, so the grader keeps the results of the cells that
+ran even when it has to kill the run at the notebook's time limit. Texts are truncated: a
+submission that prints 100 MB must not make the record (or the grader's memory) 100 MB.
+
+It also makes nbval notice a dead kernel within about a second: nbval 0.11 waits for a reply
+until the cell time limit, even when the kernel died in the cell (os._exit, a segfault).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from queue import Empty
+
+import pytest
+
+from course_utils.gradebook import clip
+
+TEXT_LIMIT = 4000  # characters kept of each stream; the verdict line is printed last, keep the tail
+
+
+def pytest_addoption(parser):
+    parser.addoption("--course-record", help="course grade: append per-cell results to this file")
+
+
+def pytest_configure(config):
+    if config.getoption("course_record"):
+        _watch_kernel_death()
+        _clip_diffs()
+
+
+def _watch_kernel_death() -> None:
+    """Wait for a cell's reply in one-second slices and give up as soon as the kernel is dead."""
+    from nbval.kernel import RunningKernel
+
+    if getattr(RunningKernel.await_reply, "_course_patched", False):
+        return
+    wait = RunningKernel.await_reply
+
+    def await_reply(self, msg_id, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if left <= 0:
+                raise Empty
+            try:
+                return wait(self, msg_id, timeout=left)
+            except Empty:
+                if not self.is_alive():
+                    self.course_died = True
+                    raise
+
+    await_reply._course_patched = True
+    RunningKernel.await_reply = await_reply
+
+
+def _clip_diffs() -> None:
+    """Cut both sides of an output mismatch before nbval diffs them: a diff of 100 MB never ends."""
+    from nbval.plugin import IPyNbCell
+
+    if getattr(IPyNbCell.format_output_compare, "_course_patched", False):
+        return
+    fmt = IPyNbCell.format_output_compare
+
+    def format_output_compare(self, key, left, right):
+        def cut(x):
+            return clip(x, 2000) if isinstance(x, str) else x
+
+        return fmt(self, key, cut(left), cut(right))
+
+    format_output_compare._course_patched = True
+    IPyNbCell.format_output_compare = format_output_compare
+
+
+def _stream(outputs, name: str) -> str:
+    return "".join(o.get("text", "") for o in outputs
+                   if o.get("output_type") == "stream" and o.get("name") == name)
+
+
+def cell_record(item, call) -> dict:
+    outputs = item.test_outputs or []
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    exc = call.excinfo.value if call.excinfo else None
+    kernel = item.parent.kernel
+    died = getattr(kernel, "course_died", False) and not getattr(kernel, "course_reported", False)
+    if died:
+        kernel.course_reported = True  # later cells report "Kernel dead on test start" instead
+    return {
+        "cell": item.cell_num,
+        "ok": exc is None,
+        "problem": clip(str(exc), 300) if exc is not None else "",
+        "ename": errors[-1]["ename"] if errors else "",
+        "evalue": clip(str(errors[-1]["evalue"]), 500) if errors else "",
+        "diff": clip("\n".join(getattr(item, "comparison_traceback", [])), 1500) if exc else "",
+        "stdout": clip(_stream(outputs, "stdout")),
+        "stderr": clip(_stream(outputs, "stderr"), 1500),
+        "died": died,
+        "timed_out": bool(item.parent.timed_out),
+        "seconds": round(call.duration, 3),
+    }
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    path = item.config.getoption("course_record")
+    if call.when != "call" or not path or not hasattr(item, "cell_num"):
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(cell_record(item, call)) + "\n")
