@@ -27,6 +27,22 @@ class Finding:
     advice: str = ""
 
 
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def torchvision_pairs(torch_version: str, torchvision_version: str) -> bool:
+    """Whether a torchvision release is the one built for a PyTorch release.
+
+    Since PyTorch 2.0 the pairs follow torch 2.N <-> torchvision 0.(N+15), e.g. 2.14 <-> 0.29.
+    A mismatched torchvision fails at import with "operator torchvision::nms does not exist".
+    """
+    t_major, t_minor = _major_minor(torch_version)
+    v_major, v_minor = _major_minor(torchvision_version)
+    return t_major == 2 and v_major == 0 and v_minor == t_minor + 15
+
+
 def versions() -> list[Finding]:
     rows = [
         Finding("python", platform.python_version(), OK if sys.version_info >= (3, 10) else ERROR,
@@ -36,7 +52,10 @@ def versions() -> list[Finding]:
     try:
         import torchvision
 
-        rows.append(Finding("torchvision", torchvision.__version__, OK))
+        paired = torchvision_pairs(torch.__version__, torchvision.__version__)
+        rows.append(Finding("torchvision", torchvision.__version__, OK if paired else WARN,
+                            "" if paired else "not the release built for this PyTorch: "
+                            "pip install --no-deps the matching torchvision (lesson 00)"))
     except Exception as e:  # a mismatched torchvision fails at import with many error types
         rows.append(Finding("torchvision", f"import failed: {e}", ERROR,
                             "install the torchvision built for this PyTorch (see lesson 00)"))
