@@ -1,0 +1,210 @@
+"""TF32 and fp32 precision: emulate TF32 rounding on any device, read and set the precision flags.
+
+TF32 keeps float32's sign and 8 exponent bits but only 10 of its 23 mantissa bits; tensor cores
+multiply TF32 inputs and accumulate in float32. `round_to_tf32` drops the 13 low mantissa bits
+with round-to-nearest-even, so a float32 matmul of rounded inputs on the CPU shows the size of
+the TF32 error without a GPU.
+
+PyTorch has had three ways to set the flags: the legacy booleans
+(`torch.backends.cuda.matmul.allow_tf32`, `torch.backends.cudnn.allow_tf32`),
+`torch.set_float32_matmul_precision`, and, since 2.9, the `fp32_precision` attributes. The docs
+say not to mix the legacy and the new API; once they are mixed, the legacy getters raise.
+`fp32_precision(mode)` uses one API, restores every flag on exit, and names the route it took.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+import torch
+
+MODES = ("tf32", "ieee")
+ENV_OVERRIDES = ("NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
+_DROPPED_BITS = 13  # float32 has 23 mantissa bits, TF32 keeps 10
+_LOW_MASK = (1 << _DROPPED_BITS) - 1
+
+
+def round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """`x` (float32) rounded to TF32's 10 mantissa bits, round to nearest, ties to even.
+
+    Bit-exact: works on the integer pattern, so subnormals round like normal numbers, a carry
+    into the exponent is correct, values past TF32's largest finite number become inf, and
+    inf and nan come back unchanged. The result is float32 (the low 13 bits are zero).
+    """
+    if x.dtype != torch.float32:
+        raise ValueError(
+            f"round_to_tf32 expects a float32 tensor (TF32 rounds float32 inputs), got {x.dtype}; "
+            "convert with x.float() first"
+        )
+    bits = x.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF  # unsigned pattern
+    lsb = (bits >> _DROPPED_BITS) & 1  # last kept bit: a tie rounds towards making it 0 (even)
+    rounded = (bits + (_LOW_MASK >> 1) + lsb) & ~_LOW_MASK & 0xFFFFFFFF
+    signed = torch.where(rounded >= 2**31, rounded - 2**32, rounded).to(torch.int32)
+    out = signed.view(torch.float32).view(x.shape)
+    # nan patterns near 0x7FFFFFFF would carry into the sign bit; a nan stays the input's nan.
+    return torch.where(torch.isnan(x), x, out)
+
+
+def relative_error(result: torch.Tensor, exact: torch.Tensor) -> float:
+    """max|result - exact| / mean|exact|, the measure of PyTorch's CUDA notes, computed in fp64."""
+    exact = exact.double()
+    return float((result.double() - exact).abs().max() / exact.abs().mean())
+
+
+def matmul_error(n: int = 1024, mode: str = "ieee", seed: int = 0) -> float:
+    """Relative error of an n x n float32 matmul against float64, on the CPU.
+
+    mode "ieee": plain float32; "tf32": inputs rounded with `round_to_tf32` (tensor-core style:
+    TF32 products, float32 accumulation); "bf16": inputs rounded to bfloat16 (autocast's format).
+    """
+    if n < 1:
+        raise ValueError(f"n={n} must be at least 1")
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    b = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    exact = a @ b
+    a32, b32 = a.float(), b.float()
+    if mode == "tf32":
+        a32, b32 = round_to_tf32(a32), round_to_tf32(b32)
+    elif mode == "bf16":
+        a32, b32 = a32.bfloat16().float(), b32.bfloat16().float()
+    elif mode != "ieee":
+        raise ValueError(f"mode={mode!r} is not one of 'ieee', 'tf32', 'bf16'; pass one of those")
+    return relative_error(a32 @ b32, exact)
+
+
+def _new_api() -> bool:
+    return hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+def _new_flags() -> dict[str, object]:
+    """The objects carrying an `fp32_precision` attribute, parents before children."""
+    b = torch.backends
+    candidates = {
+        "torch.backends": b,
+        "torch.backends.cuda.matmul": b.cuda.matmul,
+        "torch.backends.cudnn": b.cudnn,
+        "torch.backends.cudnn.conv": getattr(b.cudnn, "conv", None),
+        "torch.backends.cudnn.rnn": getattr(b.cudnn, "rnn", None),
+        "torch.backends.mkldnn": b.mkldnn,
+        "torch.backends.mkldnn.matmul": getattr(b.mkldnn, "matmul", None),
+        "torch.backends.mkldnn.conv": getattr(b.mkldnn, "conv", None),
+        "torch.backends.mkldnn.rnn": getattr(b.mkldnn, "rnn", None),
+    }
+    if not _new_api():
+        return {}
+    return {k: v for k, v in candidates.items() if v is not None and _has_fp32(v)}
+
+
+def _has_fp32(obj) -> bool:
+    try:
+        obj.fp32_precision  # noqa: B018 (reading it is the test)
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+def _legacy_getters() -> dict[str, Callable[[], object]]:
+    return {
+        "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision,
+        "torch.backends.cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+        "torch.backends.cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+    }
+
+
+def precision_state() -> dict[str, object]:
+    """Every fp32 precision flag as PyTorch reports it now, plus the environment overrides.
+
+    A legacy getter that raises (PyTorch's answer to mixed legacy and new settings) is reported
+    as the string "error: mixed legacy and new API" instead of a value.
+    """
+    state: dict[str, object] = {}
+    for name, get in _legacy_getters().items():
+        try:
+            state[name] = get()
+        except RuntimeError:
+            state[name] = "error: mixed legacy and new API"
+    for name, obj in _new_flags().items():
+        state[f"{name}.fp32_precision"] = obj.fp32_precision
+    for var in ENV_OVERRIDES:
+        state[f"env {var}"] = os.environ.get(var, "unset")
+    return state
+
+
+def print_precision_state() -> None:
+    """Print `precision_state()`, one flag per line: read the effective state, never assume it."""
+    state = precision_state()
+    width = max(map(len, state))
+    for name, value in state.items():
+        print(f"{name:<{width}}  {value}")
+
+
+def _snapshot() -> tuple[dict[str, str], str | None, bool | None]:
+    new = {name: obj.fp32_precision for name, obj in _new_flags().items()}
+    try:
+        matmul = torch.get_float32_matmul_precision()
+        cudnn = torch.backends.cudnn.allow_tf32
+    except RuntimeError:  # mixed state: the legacy values cannot be read (nor need restoring)
+        matmul, cudnn = None, None
+    return new, matmul, cudnn
+
+
+def _restore(snapshot) -> None:
+    new, matmul, cudnn = snapshot
+    # Legacy setters also write the new fields, so they go first and the new fields last.
+    if matmul is not None:
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = cudnn
+    flags = _new_flags()
+    for name, value in new.items():
+        flags[name].fp32_precision = value
+
+
+def _set_new(mode: str) -> None:
+    b = torch.backends
+    b.cuda.matmul.fp32_precision = mode
+    b.cudnn.conv.fp32_precision = mode
+    b.cudnn.rnn.fp32_precision = mode
+
+
+def _set_legacy(mode: str) -> None:
+    torch.set_float32_matmul_precision("high" if mode == "tf32" else "highest")
+    torch.backends.cudnn.allow_tf32 = mode == "tf32"
+
+
+@contextlib.contextmanager
+def fp32_precision(mode: str, api: str = "auto"):
+    """Within the block, float32 matmul and cuDNN conv/RNN use `mode` ("tf32" or "ieee").
+
+    `api`: "new" (the `fp32_precision` attributes, PyTorch >= 2.9), "legacy"
+    (`set_float32_matmul_precision` and `cudnn.allow_tf32`), or "auto" (new when the installed
+    PyTorch has it). Yields the route taken, "new" or "legacy". On exit, even after an exception,
+    every flag is back to what it was. With the new API the legacy getters raise inside the
+    block (mixed settings); code there that reads them (some torch.compile paths) fails.
+    """
+    if mode not in MODES:
+        raise ValueError(
+            f"mode={mode!r} is not one of {MODES}; use 'tf32' (fast) or 'ieee' (exact fp32)"
+        )
+    if api == "auto":
+        api = "new" if _new_api() else "legacy"
+    if api not in ("new", "legacy"):
+        raise ValueError(f"api={api!r} is not one of 'auto', 'new', 'legacy'")
+    if api == "new" and not _new_api():
+        raise ValueError(
+            "api='new' needs PyTorch >= 2.9 (the fp32_precision attributes); this is "
+            f"{torch.__version__}; use api='legacy' or 'auto'"
+        )
+    snapshot = _snapshot()
+    if api == "legacy" and snapshot[1] is None:
+        raise ValueError(
+            "the current flags mix the legacy and the new API, so the legacy route cannot save "
+            "them; use api='new', or reset the flags with one API first"
+        )
+    try:
+        (_set_new if api == "new" else _set_legacy)(mode)
+        yield api
+    finally:
+        _restore(snapshot)

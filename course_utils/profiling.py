@@ -1,0 +1,52 @@
+"""torch.profiler made quiet and readable: profile a call, export its trace, read the trace back."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+
+def quiet_profiler_logs() -> None:
+    """Silence Kineto's C++ log lines (timestamped, so they differ on every run), unless set.
+
+    Kineto reads KINETO_LOG_LEVEL when the first profiler starts in a process; 6 is past its
+    highest level. Call this before the first profile.
+    """
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
+def profile_call(fn, *args, trace_path: str | os.PathLike | None = None, cuda=False, **kwargs):
+    """Run `fn(*args, **kwargs)` under torch.profiler (CPU, and CUDA when `cuda`); return it.
+
+    With `trace_path`, also export a Chrome trace (open it in https://ui.perfetto.dev).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    quiet_profiler_logs()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities, record_shapes=True) as prof:
+        fn(*args, **kwargs)
+        if cuda:
+            torch.cuda.synchronize()  # the GPU work must finish inside the profile
+    if trace_path is not None:
+        Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace_path))
+    return prof
+
+
+def read_trace(path: str | os.PathLike) -> list[dict]:
+    """The complete events ("ph": "X", with a duration) of an exported Chrome trace."""
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    return [e for e in events if e.get("ph") == "X" and "dur" in e]
+
+
+def busiest(events: list[dict], top: int = 5) -> list[tuple[str, float]]:
+    """Total duration in microseconds per event name, largest first (nested events overlap)."""
+    total: Counter = Counter()
+    for e in events:
+        total[e["name"]] += float(e["dur"])
+    return total.most_common(top)
