@@ -45,7 +45,7 @@ from course_utils.gradebook import (
     write_outputs,
 )
 from course_utils.grading import FAILED, PASSED, registry
-from course_utils.release import BEGIN, course_meta
+from course_utils.release import course_meta
 
 MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
 MAX_FILE_BYTES = 2**30  # RLIMIT_FSIZE of the grading processes: no file written may exceed 1 GiB
@@ -228,9 +228,8 @@ def review_flags(answers: dict[str, str]) -> list[str]:
     """Things in the exercise cells an instructor may want to read; they do not change points."""
     flags = []
     for ex_id, source in sorted(answers.items()):
-        code = source.split(BEGIN)[-1] if BEGIN in source else source
         flags += [f"{ex_id}: {what}" for what, pattern in FLAG_PATTERNS.items()
-                  if re.search(pattern, code)]
+                  if re.search(pattern, source)]
     return flags
 
 
