@@ -14,6 +14,7 @@ import pickle
 import random
 import re
 import secrets
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import torch.distributed as dist
 FORMAT = "course-checkpoint/1"
 REQUIRED_KEYS = ("format", "model", "epoch", "step")
 NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+ZIP_MAGIC, PICKLE_PROTO = b"PK\x03\x04", b"\x80"  # how torch.save files start
 PREFIXES = ("module.", "_orig_mod.")  # added by DistributedDataParallel and torch.compile
 PLAIN_TYPES = (type(None), bool, int, float, str)  # exact types: subclasses pickle as globals
 TENSOR_TYPES = (torch.Tensor, torch.dtype, torch.Size)
@@ -252,14 +254,16 @@ def _read(path: Path, map_location) -> dict:
     """torch.load with weights_only=True; every failure becomes a CheckpointError."""
     if not path.is_file():
         raise CheckpointError(f"{path}: no such file")
+    _check_header(path)
     try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # a plain pickle file warns before it is refused
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            obj = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        reason = _unpickler_reason(str(e))
         raise CheckpointError(
             f"{path}: refused by weights_only=True, the file holds objects that would run code "
             f"when loaded (untrusted or not a plain checkpoint; do not retry with "
-            f"weights_only=False unless you trust its source): {reason}"
+            f"weights_only=False unless you trust its source): {_unpickler_reason(str(e))}"
         ) from None
     except Exception as e:
         raise CheckpointError(f"{path}: {_diagnose(path, e)}") from None
@@ -277,38 +281,47 @@ def _read(path: Path, map_location) -> dict:
     return obj
 
 
+def _check_header(path: Path) -> None:
+    """A torch.save file is a zip archive (or, from old versions, a pickle): look before loading."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        raise CheckpointError(
+            f"{path}: empty file (0 bytes): the save was interrupted or the disk was full"
+        )
+    if head != ZIP_MAGIC and head[:1] != PICKLE_PROTO:
+        raise CheckpointError(
+            f"{path}: not a PyTorch checkpoint: it does not start like a torch.save file "
+            f"(first bytes {head!r}); random bytes, another format or a partial copy"
+        )
+
+
 def _unpickler_reason(message: str) -> str:
     """The line of torch's long weights_only message that says what was refused."""
     for line in message.splitlines():
-        if "WeightsUnpickler error" in line:
-            return (
-                line.split("WeightsUnpickler error:", 1)[1].split(" was not an allowed")[0].strip()
-            )
+        if "WeightsUnpickler error:" in line:
+            reason = line.split("WeightsUnpickler error:", 1)[1]
+            return reason.split(" was not an allowed")[0].strip()
+        if "GLOBAL" in line:  # e.g. "Trying to load unsupported GLOBAL posix.mkdir whose ..."
+            return line.strip()
     return message.strip().splitlines()[0] if message.strip() else "unpickling failed"
 
 
 def _diagnose(path: Path, error: Exception) -> str:
-    """Why torch.load failed, in words: truncated, not a checkpoint, or the original error."""
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if not head:
-        return "empty file (0 bytes): the save was interrupted or the disk was full"
-    if head == b"PK\x03\x04":
-        try:
-            with zipfile.ZipFile(path) as z:
-                bad = z.testzip()
-        except zipfile.BadZipFile:
-            bad = "the archive's directory"
+    """Why torch.load failed, in words: a damaged archive, or the original error."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
         if bad:
-            return (
-                f"truncated or corrupt: the zip archive is damaged ({bad}); take the previous one"
-            )
-    else:
-        return (
-            f"not a PyTorch checkpoint: it does not start like a torch.save file "
-            f"(first bytes {head!r}); random bytes, another format or a partial copy"
-        )
-    return f"cannot be read ({type(error).__name__}: {str(error).splitlines()[0]})"
+            return f"corrupt: member {bad} of the zip archive is damaged; use the previous one"
+    elif _starts_with(path, ZIP_MAGIC):
+        return "truncated or corrupt: the zip archive is incomplete; use the previous one"
+    return f"cannot be read ({type(error).__name__}: {str(error).strip().splitlines()[0]})"
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    with open(path, "rb") as f:
+        return f.read(len(magic)) == magic
 
 
 def _load_model(path: Path, model, state_dict: dict) -> None:
