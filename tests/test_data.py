@@ -1,0 +1,60 @@
+import pytest
+import torch
+
+from course_utils import data
+
+
+def test_synthetic_shapes_and_determinism():
+    a, b = data.SyntheticCIFAR10(train=True, size=64), data.SyntheticCIFAR10(train=True, size=64)
+    image, label = a[3]
+    assert image.shape == (3, 32, 32) and image.dtype == torch.float32
+    assert 0 <= label < 10 and isinstance(label, int)
+    assert torch.equal(a.data, b.data) and torch.equal(a.targets, b.targets)
+    assert not torch.equal(a.data, data.SyntheticCIFAR10(train=False, size=64).data)
+
+
+def test_synthetic_is_roughly_normalized():
+    d = data.SyntheticCIFAR10(size=512)
+    assert abs(float(d.data.mean())) < 0.1 and 0.9 < float(d.data.std()) < 1.1
+
+
+def test_synthetic_classes_are_separable_by_their_pattern():
+    """A nearest-class-mean classifier beats chance by far: the data carry label information."""
+    train, test = data.SyntheticCIFAR10(train=True), data.SyntheticCIFAR10(train=False)
+    means = torch.stack([train.data[train.targets == k].mean(0) for k in range(10)]).flatten(1)
+    predicted = torch.cdist(test.data.flatten(1), means).argmin(1)
+    assert (predicted == test.targets).float().mean() > 0.5
+
+
+def test_size_must_be_positive():
+    with pytest.raises(ValueError, match="size=0 must be at least 1"):
+        data.SyntheticCIFAR10(size=0)
+
+
+def test_cifar10_falls_back_and_says_so(tmp_path, capsys):
+    dataset = data.cifar10(tmp_path, train=False, synthetic_size=10)
+    assert isinstance(dataset, data.SyntheticCIFAR10) and len(dataset) == 10
+    out = capsys.readouterr().out
+    assert out.startswith("data: synthetic CIFAR-10 stand-in (10 test images)")
+    assert str(tmp_path) in out and "course data fetch" in out
+
+
+def test_data_root_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("COURSE_DATA", str(tmp_path))
+    assert data.data_root() == tmp_path
+    assert data.data_root("elsewhere").name == "elsewhere"
+
+
+def test_make_loader_is_reproducible():
+    d = data.SyntheticCIFAR10(size=100)
+    first = [t.tolist() for _, t in data.make_loader(d, batch_size=10, seed=3)]
+    again = [t.tolist() for _, t in data.make_loader(d, batch_size=10, seed=3)]
+    other = [t.tolist() for _, t in data.make_loader(d, batch_size=10, seed=4)]
+    assert first == again and first != other
+
+
+@pytest.mark.parametrize("kwargs, message", [({"batch_size": 0}, "batch_size=0"),
+                                             ({"num_workers": -1}, "num_workers=-1")])
+def test_make_loader_rejects_bad_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        data.make_loader(data.SyntheticCIFAR10(size=4), **kwargs)

@@ -1,0 +1,38 @@
+import os
+
+import pytest
+import torch
+
+from course_utils import hpc
+
+
+def test_slurm_cpus_per_task_wins():
+    assert hpc.allocated_cpus({"SLURM_CPUS_PER_TASK": "7"}) == 7
+
+
+def test_falls_back_to_affinity():
+    assert hpc.allocated_cpus({}) == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("raw, rule", [("four", "not an integer"), ("0", "at least 1")])
+def test_bad_slurm_value_names_variable(raw, rule):
+    with pytest.raises(ValueError, match=f"SLURM_CPUS_PER_TASK=.*{rule}"):
+        hpc.allocated_cpus({"SLURM_CPUS_PER_TASK": raw})
+
+
+def test_configure_threads_sets_and_returns():
+    before = torch.get_num_threads()
+    try:
+        assert hpc.configure_threads(1) == 1
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_configure_threads_rejects_zero():
+    with pytest.raises(ValueError, match="thread count 0 must be a positive integer"):
+        hpc.configure_threads(0)
+
+
+def test_in_slurm_job():
+    assert hpc.in_slurm_job({"SLURM_JOB_ID": "12"}) and not hpc.in_slurm_job({})
