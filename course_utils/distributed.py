@@ -1,0 +1,355 @@
+"""Who am I in a distributed job: ranks from torchrun or Slurm, process groups, and launching.
+
+Read the environment in one place (`DistEnv.from_environ`), with a fallback chain: torchrun's
+variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else Slurm's (SLURM_PROCID,
+SLURM_LOCALID, SLURM_NTASKS, SLURM_JOB_NODELIST, SLURM_JOB_ID), else a single process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+SLURM_VARS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS")
+DEFAULT_PORT = 29500
+# Ports derived from a job id fall in 20000-29999: unprivileged, below Linux's ephemeral range
+# (32768-60999), so they do not collide with ports the kernel hands out to clients.
+JOB_PORT_BASE, JOB_PORT_SPAN = 20000, 10000
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """This process's place in a job: global rank, rank on its node, number of processes, and
+    the address rank 0 listens on. `source` says where the values came from."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = DEFAULT_PORT
+    source: str = "none"  # "torchrun", "slurm" or "none"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_environ(cls, environ=None) -> DistEnv:
+        """Read torchrun's variables, else Slurm's, else rank 0 of 1; ValueError if inconsistent."""
+        environ = os.environ if environ is None else environ
+        if any(name in environ for name in TORCHRUN_VARS):
+            return _from_torchrun(environ)
+        if "SLURM_PROCID" in environ:
+            return _from_slurm(environ)
+        port = _int(environ, "MASTER_PORT", DEFAULT_PORT)
+        return cls(master_addr=environ.get("MASTER_ADDR", "127.0.0.1"), master_port=port)
+
+
+def _int(environ, name: str, default: int | None = None) -> int:
+    raw = environ.get(name)
+    if raw in (None, ""):
+        if default is None:
+            raise ValueError(f"{name} is not set; the launcher should set it")
+        return default
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise ValueError(f"{name}={raw!r} is not an integer; fix or unset it") from e
+
+
+def _validate(rank: int, local_rank: int, world_size: int, names: tuple[str, str, str]) -> None:
+    rank_name, local_name, size_name = names
+    if world_size < 1:
+        raise ValueError(f"{size_name}={world_size} must be at least 1")
+    if not 0 <= rank < world_size:
+        raise ValueError(
+            f"{rank_name}={rank} is outside 0..{size_name}-1 (={world_size - 1}); "
+            "the launcher's variables disagree: unset stale ones or relaunch"
+        )
+    if not 0 <= local_rank <= rank:
+        raise ValueError(
+            f"{local_name}={local_rank} must be between 0 and {rank_name}={rank} "
+            "(a rank on a node is never larger than the global rank)"
+        )
+
+
+def _from_torchrun(environ) -> DistEnv:
+    missing = [name for name in TORCHRUN_VARS if name not in environ]
+    if missing:
+        raise ValueError(
+            f"{', '.join(missing)} not set while {', '.join(set(TORCHRUN_VARS) - set(missing))} "
+            "is: torchrun sets RANK, LOCAL_RANK and WORLD_SIZE together; unset the stray one"
+        )
+    rank, local, size = (_int(environ, name) for name in TORCHRUN_VARS)
+    _validate(rank, local, size, TORCHRUN_VARS)
+    return DistEnv(
+        rank, local, size,
+        environ.get("MASTER_ADDR", "127.0.0.1"), _int(environ, "MASTER_PORT", DEFAULT_PORT),
+        "torchrun",
+    )  # fmt: skip
+
+
+def _from_slurm(environ) -> DistEnv:
+    rank = _int(environ, "SLURM_PROCID")
+    local = _int(environ, "SLURM_LOCALID", 0)
+    size = _int(environ, "SLURM_NTASKS", 1)
+    _validate(rank, local, size, SLURM_VARS)
+    addr = environ.get("MASTER_ADDR") or _first_host(
+        environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or "127.0.0.1"
+    )
+    if environ.get("MASTER_PORT"):
+        port = _int(environ, "MASTER_PORT")
+    elif environ.get("SLURM_JOB_ID"):
+        port = port_for_job(_int(environ, "SLURM_JOB_ID"))
+    else:
+        port = DEFAULT_PORT
+    return DistEnv(rank, local, size, addr, port, "slurm")
+
+
+def port_for_job(job_id: int) -> int:
+    """A port for rank 0 derived from the Slurm job id, so two jobs on one node do not collide."""
+    if job_id < 0:
+        raise ValueError(f"job id {job_id} must be non-negative")
+    return JOB_PORT_BASE + job_id % JOB_PORT_SPAN
+
+
+def _first_host(nodelist: str) -> str:
+    """First host of a Slurm node list: `scontrol show hostnames` when present, else ours."""
+    scontrol = shutil.which("scontrol")
+    if scontrol:
+        try:
+            out = subprocess.run(
+                [scontrol, "show", "hostnames", nodelist],
+                capture_output=True, text=True, timeout=10, check=True,
+            )  # fmt: skip
+            hosts = out.stdout.split()
+            if hosts:
+                return hosts[0]
+        except (subprocess.SubprocessError, OSError):
+            pass  # fall back to our parser, which covers the common syntax
+    return expand_hostlist(nodelist)[0]
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at commas outside brackets: "a[1,2],b" -> ["a[1,2]", "b"]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if depth < 0 or depth > 1:
+            raise ValueError(f"host list {text!r} has unbalanced or nested brackets")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth != 0:
+        raise ValueError(f"host list {text!r} has an unclosed '['")
+    parts.append(text[start:])
+    return [p for p in parts if p]
+
+
+def _expand_range(spec: str, hostlist: str) -> list[str]:
+    values = []
+    for item in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", item.strip())
+        if not m:
+            raise ValueError(
+                f"host list {hostlist!r}: {item!r} is not a number or a range like 1-3"
+            )
+        lo, hi = m.group(1), m.group(2) or m.group(1)
+        if int(hi) < int(lo):
+            raise ValueError(f"host list {hostlist!r}: range {item!r} runs backwards")
+        width = len(lo)  # "01-03" keeps its zero padding
+        values += [str(n).zfill(width) for n in range(int(lo), int(hi) + 1)]
+    return values
+
+
+def _expand_one(pattern: str, hostlist: str) -> list[str]:
+    m = re.search(r"\[([^\]]*)\]", pattern)
+    if not m:
+        return [pattern]
+    head, tail = pattern[: m.start()], pattern[m.end() :]
+    rests = _expand_one(tail, hostlist)  # later bracket groups vary fastest, as in Slurm
+    return [head + value + rest for value in _expand_range(m.group(1), hostlist) for rest in rests]
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """Expand Slurm's compressed host list: "cn[1-3,7]" -> ["cn1", "cn2", "cn3", "cn7"].
+
+    Handles several comma-separated parts ("a[01-03],b5"), zero padding, and several bracket
+    groups in one name ("r[1-2]n[1-2]" -> r1n1, r1n2, r2n1, r2n2).
+    """
+    hostlist = hostlist.strip()
+    if not hostlist:
+        raise ValueError("host list is empty; expected something like 'cn[1-3,7]'")
+    return [host for part in _split_top_level(hostlist) for host in _expand_one(part, hostlist)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def device_for(env: DistEnv, use_cuda: bool | None = None) -> torch.device:
+    """cuda:<local rank> when CUDA is used (ranks may share a GPU, e.g. under MPS), else cpu."""
+    if use_cuda is None:
+        use_cuda = torch.cuda.is_available()
+    if use_cuda:
+        return torch.device("cuda", env.local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def init_process_group(
+    backend: str | None = None,
+    env: DistEnv | None = None,
+    timeout: float = 60.0,
+    device: torch.device | None = None,
+) -> DistEnv:
+    """Join the job's process group and return this process's DistEnv.
+
+    backend: "nccl" when `device` (default: `device_for(env)`) is a GPU, else "gloo".
+    timeout: seconds to wait for all ranks; a rank that never comes gives a RuntimeError that
+    says so instead of a hang.
+    """
+    env = env or DistEnv.from_environ()
+    device = device or device_for(env)
+    backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    port = env.master_port
+    if env.source == "none" and "MASTER_PORT" not in os.environ:
+        port = _free_port()  # a lone process: any free port, so two notebooks do not collide
+    # env:// works under torchrun (which serves the store itself) and under srun (we fill it in).
+    os.environ.update(
+        MASTER_ADDR=env.master_addr, MASTER_PORT=str(port),
+        RANK=str(env.rank), WORLD_SIZE=str(env.world_size), LOCAL_RANK=str(env.local_rank),
+    )  # fmt: skip
+    try:
+        dist.init_process_group(
+            backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+            timeout=timedelta(seconds=timeout),
+        )  # fmt: skip
+    except Exception as e:  # the store and backends raise several types (DistStoreError, ...)
+        raise RuntimeError(
+            f"rank {env.rank}: not all {env.world_size} processes joined within {timeout:g} s at "
+            f"{env.master_addr}:{port} (backend {backend}, variables from {env.source}). Check "
+            "that the launcher started world_size processes (torchrun --nproc-per-node, srun "
+            f"--ntasks) and that rank 0's host is reachable. Cause: {type(e).__name__}: {e}"
+        ) from e
+    return env
+
+
+def is_main_process() -> bool:
+    """True on rank 0, and in a process that is not part of a distributed job."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    return DistEnv.from_environ().is_main
+
+
+def print0(*args, **kwargs) -> None:
+    """print on rank 0 only (flushed, so launchers show lines as they come)."""
+    if is_main_process():
+        print(*args, flush=True, **kwargs)
+
+
+def print_rank(*args, **kwargs) -> None:
+    """print from every rank, prefixed with "[rank R]"."""
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    print(f"[rank {rank}]", *args, flush=True, **kwargs)
+
+
+def barrier() -> None:
+    """Wait for all ranks (a no-op outside a process group)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def cleanup() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    returncode: int
+    output: str
+
+
+def torchrun_command(module: str, args=(), nproc: int = 2) -> list[str]:
+    """The command line torchrun gets: one node, `nproc` processes, a free port (--standalone)."""
+    if nproc < 1:
+        raise ValueError(f"nproc={nproc} must be at least 1")
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc-per-node={nproc}", "-m", module, *map(str, args),
+    ]  # fmt: skip
+
+
+def launch(
+    module: str,
+    *args,
+    nproc: int = 2,
+    env: dict | None = None,
+    timeout: float = 300,
+    check: bool = True,
+    echo: bool = True,
+    torchrun: bool = True,
+) -> LaunchResult:
+    """Run `python -m module args` under torchrun (or alone with torchrun=False) and stream its
+    output line by line, so a notebook cell shows it live; returns the exit code and the text.
+
+    env: variables added to this process's environment (e.g. {"OMP_NUM_THREADS": "1"}).
+    check: raise RuntimeError (with the last lines) when the run fails.
+    """
+    cmd = (
+        torchrun_command(module, args, nproc)
+        if torchrun
+        else [sys.executable, "-m", module, *map(str, args)]
+    )
+    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    for name in (*TORCHRUN_VARS, "MASTER_ADDR", "MASTER_PORT"):
+        child_env.pop(name, None)  # a notebook inside a job must not pass its own rank on
+    lines = []
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env, bufsize=1
+    ) as proc:
+        timed_out = False
+
+        def kill():  # a hung run must not block the notebook forever
+            nonlocal timed_out
+            timed_out = True
+            proc.kill()
+
+        watchdog = threading.Timer(timeout, kill)
+        watchdog.start()
+        try:
+            for line in proc.stdout:
+                lines.append(line)
+                if echo:
+                    print(line, end="", flush=True)
+            proc.wait()
+        except BaseException:  # Ctrl-C in the notebook: do not leave workers behind
+            proc.kill()
+            raise
+        finally:
+            watchdog.cancel()
+    if timed_out:
+        lines.append(f"launch: killed after the timeout of {timeout:g} s\n")
+    result = LaunchResult(proc.returncode, "".join(lines))
+    if check and result.returncode != 0:
+        tail = "".join(lines[-15:])
+        raise RuntimeError(f"{' '.join(cmd)} exited with code {result.returncode}:\n{tail}")
+    return result

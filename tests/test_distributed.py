@@ -1,0 +1,164 @@
+"""course_utils.distributed and the DDP training program course_utils.ddp_train."""
+
+import os
+
+import pytest
+import torch
+
+from course_utils import ddp_train, distributed
+from course_utils.distributed import DistEnv, expand_hostlist, port_for_job
+
+
+def test_torchrun_variables_win_over_slurm():
+    environ = {
+        "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4",
+        "MASTER_ADDR": "cn1", "MASTER_PORT": "1234",
+        "SLURM_PROCID": "0", "SLURM_NTASKS": "2",
+    }  # fmt: skip
+    assert DistEnv.from_environ(environ) == DistEnv(3, 1, 4, "cn1", 1234, "torchrun")
+
+
+def test_slurm_variables_and_first_host():
+    environ = {
+        "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8",
+        "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "123456",
+    }  # fmt: skip
+    env = DistEnv.from_environ(environ)
+    assert (env.rank, env.local_rank, env.world_size, env.source) == (5, 1, 8, "slurm")
+    assert env.master_addr == "gpu07"
+    assert env.master_port == port_for_job(123456) == 20000 + 123456 % 10000
+
+
+def test_slurm_respects_master_addr_and_port():
+    environ = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "cn1",
+               "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "4242", "SLURM_JOB_ID": "7"}  # fmt: skip
+    env = DistEnv.from_environ(environ)
+    assert (env.master_addr, env.master_port) == ("10.0.0.1", 4242)
+
+
+def test_no_launcher_is_rank_0_of_1():
+    assert DistEnv.from_environ({}) == DistEnv(0, 0, 1, "127.0.0.1", 29500, "none")
+    assert DistEnv.from_environ({}).is_main
+
+
+def test_ports_of_two_jobs_differ_and_stay_in_range():
+    ports = {port_for_job(j) for j in range(1000, 1100)}
+    assert len(ports) == 100
+    assert all(20000 <= p < 30000 for p in ports)
+    with pytest.raises(ValueError, match="non-negative"):
+        port_for_job(-1)
+
+
+@pytest.mark.parametrize(
+    ("environ", "names"),
+    [
+        ({"RANK": "4", "LOCAL_RANK": "0", "WORLD_SIZE": "4"}, "RANK=4 is outside 0..WORLD_SIZE"),
+        ({"RANK": "1", "LOCAL_RANK": "2", "WORLD_SIZE": "4"}, "LOCAL_RANK=2 .*RANK=1"),
+        ({"RANK": "1", "WORLD_SIZE": "4"}, "LOCAL_RANK not set"),
+        ({"RANK": "x", "LOCAL_RANK": "0", "WORLD_SIZE": "4"}, "RANK='x' is not an integer"),
+        ({"SLURM_PROCID": "2", "SLURM_NTASKS": "2"}, "SLURM_PROCID=2 is outside 0..SLURM_NTASKS"),
+        ({"SLURM_PROCID": "1", "SLURM_LOCALID": "3", "SLURM_NTASKS": "4"}, "SLURM_LOCALID=3"),
+        ({"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, "SLURM_NTASKS=0 must be at least 1"),
+    ],
+)
+def test_inconsistent_values_name_the_variables(environ, names):
+    with pytest.raises(ValueError, match=names):
+        DistEnv.from_environ(environ)
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "hosts"),
+    [
+        ("cn1", ["cn1"]),
+        ("cn[1-3,7]", ["cn1", "cn2", "cn3", "cn7"]),
+        ("a[01-03],b5", ["a01", "a02", "a03", "b5"]),
+        ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
+        ("gpu[008-010]-ib", ["gpu008-ib", "gpu009-ib", "gpu010-ib"]),
+        ("x,y[9-10]", ["x", "y9", "y10"]),
+    ],
+)
+def test_expand_hostlist(hostlist, hosts):
+    assert expand_hostlist(hostlist) == hosts
+
+
+@pytest.mark.parametrize(
+    ("hostlist", "message"),
+    [
+        ("cn[1-3", "unclosed"),
+        ("cn[3-1]", "runs backwards"),
+        ("cn[a]", "not a number"),
+        ("", "empty"),
+    ],
+)
+def test_expand_hostlist_rejects_bad_syntax(hostlist, message):
+    with pytest.raises(ValueError, match=message):
+        expand_hostlist(hostlist)
+
+
+def test_no_option_of_ddp_train_is_a_prefix_of_a_torchrun_option():
+    from torch.distributed.run import get_args_parser
+
+    theirs = {o for a in get_args_parser()._actions for o in a.option_strings if o.startswith("--")}
+    parser_options = _ddp_train_options()
+    clashes = [(o, t) for o in parser_options for t in theirs if t.startswith(o)]
+    assert parser_options and not clashes
+
+
+def _ddp_train_options():
+    import argparse
+    from unittest import mock
+
+    captured = []
+    real = argparse.ArgumentParser.parse_args
+
+    def spy(self, argv=None, namespace=None):
+        captured.extend(o for a in self._actions for o in a.option_strings if o.startswith("--"))
+        return real(self, [], namespace)
+
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", spy):
+        ddp_train.parse_args([])
+    return [o for o in captured if o != "--help"]
+
+
+def test_a_missing_rank_fails_with_a_clear_message():
+    env = DistEnv(0, 0, 2, "127.0.0.1", distributed._free_port(), "torchrun")
+    saved = dict(os.environ)
+    try:
+        with pytest.raises(RuntimeError, match="not all 2 processes joined within 2 s"):
+            distributed.init_process_group("gloo", env, timeout=2)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_launch_streams_and_reports_failure(capsys):
+    result = distributed.launch("platform", torchrun=False)  # prints the platform, exits 0
+    assert result.returncode == 0 and result.output in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="exited with code 1"):
+        distributed.launch("course_utils.no_such_module", torchrun=False, echo=False)
+
+
+def test_two_ranks_equal_one_process_with_double_batch(tmp_path):
+    """DDP with 2 gloo ranks x batch 32 ends where 1 process x batch 64 ends (within 1e-6);
+    the single process runs as a plain `python -m course_utils.ddp_train`."""
+    common = ["--epochs", "2", "--max-steps", "4", "--lr", "0.01", "--threads", "1"]
+    common += ["--images", "1024"]
+    kw = {"env": {"OMP_NUM_THREADS": "1"}, "echo": False}
+    two = distributed.launch(
+        "course_utils.ddp_train", *common, "--batch-size", "32", "--save", tmp_path / "two.pt",
+        nproc=2, **kw,
+    )  # fmt: skip
+    one = distributed.launch(
+        "course_utils.ddp_train", *common, "--batch-size", "64", "--save", tmp_path / "one.pt",
+        torchrun=False, **kw,
+    )  # fmt: skip
+    assert "rank 1/2 (local 1)" in two.output and "rank 0/1 (local 0)" in one.output
+    sums = [line.split()[-1] for line in two.output.splitlines() if "parameter checksum" in line]
+    assert len(sums) == 2 and sums[0] == sums[1]
+    a, b = (torch.load(tmp_path / f"{n}.pt", weights_only=True) for n in ("two", "one"))
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-6
+    losses = [
+        float(line.split()[3]) for line in one.output.splitlines() if line.startswith("epoch")
+    ]
+    assert len(losses) == 2 and losses[1] < losses[0]
+    assert "throughput:" in one.output
