@@ -1,0 +1,38 @@
+"""The conda route and the pip route install the same tested set."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PIN = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_.\-]+)==([^\s#]+)")
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        m = PIN.match(line)
+        if m:
+            pins[m[1].lower().replace("_", "-")] = m[2]
+    return pins
+
+
+def test_environment_yml_matches_requirements():
+    req, env = _pins(ROOT / "requirements.txt"), _pins(ROOT / "environment.yml")
+    assert req == env
+
+
+def test_requirements_pin_everything_exactly():
+    lines = [l.strip() for l in (ROOT / "requirements.txt").read_text().splitlines()]
+    packages = [l for l in lines if l and not l.startswith("#")]
+    assert all("==" in l for l in packages), [l for l in packages if "==" not in l]
+    pins = _pins(ROOT / "requirements.txt")
+    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+    for needed in ("jupyterlab", "ipykernel", "ipywidgets", "nbval", "nbclient", "nbformat",
+                   "matplotlib", "pytest", "tqdm"):
+        assert needed in pins
+
+
+def test_console_script_declared():
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["scripts"]["course"] == "course_utils.cli:main"
