@@ -39,3 +39,12 @@ def test_script_records_on_a_gpu(tmp_path):
     assert reference_gpu.main(["--n", "2048", "--out", str(tmp_path / "gpu.json")]) == 0
     ref = json.loads((tmp_path / "gpu.json").read_text())
     assert set(ref["results"]) == {"lesson03", "lesson04_tf32", "lesson04_amp"}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a GPU")
+@pytest.mark.parametrize("demo", ["launch-error", "no-cache"])
+def test_gpu_demos_refuse_without_a_gpu(demo, capsys):
+    from course_utils import gpu_demos
+
+    assert gpu_demos.main([demo]) == 2
+    assert "no CUDA GPU found" in capsys.readouterr().err
