@@ -1,0 +1,404 @@
+"""From a trained model to a C++ program: torch.export, AOTInductor, legacy TorchScript, CMake.
+
+The current route: `export_model` (torch.export with a dynamic batch dimension) ->
+`aoti_package` (AOTInductor compiles it into a self-contained .pt2) -> the C++ program
+cpp/aoti_run.cpp loads it with `AOTIModelPackageLoader`. The legacy route, TorchScript
+(`torchscript_trace`, `torchscript_script`, cpp/ts_run.cpp), is deprecated in favour of
+torch.export; it stays here because clusters still run models saved that way.
+
+The C++ programs in cpp/ are built with CMake against the LibTorch inside the installed wheel
+(`torch.utils.cmake_prefix_path`) into build/cpp, incrementally; the inductor cache and compiled
+packages are kept under build/ too, so a second run of the lesson is fast. Tensors travel
+between Python and C++ as tensor files (`write_tensor`, `read_tensor`, cpp/tensor_io.h).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from course_utils.hpc import allocated_cpus
+
+# Inductor's C++ toolchain probe logs "No CUDA runtime is found" on CPU machines with a CUDA
+# wheel; it says nothing about the CPU package being built.
+logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = ("cuda_check", "aoti_run", "ts_run")
+SAMPLE_SHAPE = (3, 32, 32)  # one CIFAR-10 image
+SHAPE_KEY = "course.input_shape"  # metadata key the C++ loaders check inputs against
+TENSOR_MAGIC = "course-tensor"
+
+
+class CppProgramError(RuntimeError):
+    """A C++ program exited with an error; the message carries what it printed on stderr."""
+
+
+# ---------------------------------------------------------------------------- places
+
+
+def cpp_source_dir() -> Path:
+    """The C++ sources: env COURSE_CPP_DIR, else cpp/ in the course repository."""
+    folder = Path(os.environ.get("COURSE_CPP_DIR") or REPO / "cpp")
+    if not (folder / "CMakeLists.txt").is_file():
+        raise ValueError(
+            f"no CMakeLists.txt in {folder}: run from a checkout of the course repository "
+            "(pip install -e .) or set COURSE_CPP_DIR to its cpp/ folder"
+        )
+    return folder
+
+
+def build_root() -> Path:
+    """The project build folder (gitignored): env COURSE_BUILD_DIR, else build/ in the repo."""
+    return Path(os.environ.get("COURSE_BUILD_DIR") or REPO / "build")
+
+
+@contextlib.contextmanager
+def inductor_cache(path: str | os.PathLike | None = None):
+    """Point TORCHINDUCTOR_CACHE_DIR at `path` (default build/inductor-cache), then restore it."""
+    path = Path(path or build_root() / "inductor-cache")
+    path.mkdir(parents=True, exist_ok=True)
+    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path.resolve())
+    try:
+        yield path
+    finally:
+        if old is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
+
+
+# ---------------------------------------------------------------------------- tensor files
+
+
+def write_tensor(path: str | os.PathLike, tensor: torch.Tensor) -> Path:
+    """Write a float32 tensor file: a header line, then raw little-endian values (C order)."""
+    t = tensor.detach().to("cpu", torch.float32).contiguous()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = " ".join([TENSOR_MAGIC, "float32", str(t.dim()), *map(str, t.shape)]) + "\n"
+    with open(path, "wb") as f:
+        f.write(header.encode())
+        f.write(t.numpy().astype("<f4", copy=False).tobytes())
+    return path
+
+
+def read_tensor(path: str | os.PathLike) -> torch.Tensor:
+    """Read a tensor file written by `write_tensor` or by a C++ program."""
+    with open(path, "rb") as f:
+        header = f.readline().decode(errors="replace").split()
+        data = f.read()
+    if len(header) < 3 or header[:2] != [TENSOR_MAGIC, "float32"]:
+        raise ValueError(f"{path} is not a tensor file (header {' '.join(header)!r})")
+    shape = tuple(int(d) for d in header[3:])
+    values = np.frombuffer(data, dtype="<f4")
+    if values.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: shape {shape} needs {np.prod(shape)} values, found {values.size}")
+    return torch.from_numpy(values.reshape(shape).copy())
+
+
+# ---------------------------------------------------------------------------- export
+
+
+def export_model(model: torch.nn.Module, example: torch.Tensor, dynamic_batch: bool = True,
+                 max_batch: int = 4096):
+    """torch.export the model in eval mode; dimension 0 is dynamic (1..max_batch) if asked.
+
+    The example's batch must be at least 2: torch.export specializes sizes 0 and 1.
+    """
+    if dynamic_batch and example.shape[0] < 2:
+        raise ValueError(
+            f"example batch size {example.shape[0]} is specialized by torch.export; "
+            "use an example with a batch of 2 or more for a dynamic batch dimension"
+        )
+    model.eval()
+    dynamic_shapes = None
+    if dynamic_batch:
+        dynamic_shapes = ({0: torch.export.Dim("batch", min=1, max=max_batch)},)
+    return torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes)
+
+
+def input_shape_spec(exported) -> str:
+    """'-1,3,32,32': the exported program's first input shape, -1 for a dynamic size."""
+    spec = exported.graph_signature.user_inputs[0]
+    node = next(n for n in exported.graph.nodes if n.name == spec)
+    return ",".join(str(d) if isinstance(d, int) else "-1" for d in node.meta["val"].shape)
+
+
+def _package_key(exported, device: str) -> str:
+    """Hash of what decides the compiled package: graph, weights, shapes, device, PyTorch."""
+    h = hashlib.sha256()
+    for part in (torch.__version__, device, str(exported.graph_module.code),
+                 str(exported.range_constraints), input_shape_spec(exported)):
+        h.update(part.encode())
+    for name, value in sorted(exported.state_dict.items()):
+        h.update(name.encode())
+        h.update(value.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Package:
+    path: Path
+    seconds: float  # compile time now; 0.0 when an identical package was reused
+    reused: bool
+
+
+def aoti_package(exported, path: str | os.PathLike, force: bool = False) -> Package:
+    """Compile an ExportedProgram with AOTInductor into the .pt2 file `path`.
+
+    The expected input shape goes into the package's metadata for the C++ loader. An identical
+    package compiled earlier (same graph, weights, device and PyTorch) is reused from
+    build/aoti-packages unless `force`; the inductor cache lives in build/inductor-cache.
+    """
+    from torch._inductor import aoti_compile_and_package
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    device = _device_of(exported)
+    store = build_root() / "aoti-packages" / f"{_package_key(exported, device)}.pt2"
+    if store.is_file() and not force:
+        shutil.copyfile(store, path)
+        return Package(path, 0.0, True)
+    configs = {"aot_inductor.metadata": {SHAPE_KEY: input_shape_spec(exported)}}
+    start = time.perf_counter()
+    with inductor_cache():
+        aoti_compile_and_package(exported, package_path=str(path), inductor_configs=configs)
+    seconds = time.perf_counter() - start
+    store.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, store)
+    return Package(path, seconds, False)
+
+
+def _device_of(exported) -> str:
+    devices = {t.device.type for t in exported.state_dict.values()}
+    return "cuda" if "cuda" in devices else "cpu"
+
+
+def load_package(path: str | os.PathLike):
+    """The compiled .pt2 as a Python callable (the same code the C++ loader runs)."""
+    from torch._inductor import aoti_load_package
+
+    if not Path(path).is_file():
+        raise ValueError(f"no AOTInductor package at {path}; create it with aoti_package()")
+    return aoti_load_package(str(path))
+
+
+# ---------------------------------------------------------------------------- TorchScript
+
+
+@contextlib.contextmanager
+def _torchscript_notes(api: str):
+    """Catch the warnings TorchScript emits and print each distinct one as one stdout line.
+
+    torch.jit emits a FutureWarning per call (deprecated in favour of torch.export); as
+    warnings they would go to stderr once per location, which makes notebook output vary.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    messages = dict.fromkeys(
+        f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught)
+    if not any(m.startswith("FutureWarning") for m in messages):
+        print(f"note: {api} is legacy TorchScript, deprecated in favour of torch.export")
+    for message in messages:
+        print(f"note: {message}")
+
+
+def _save_torchscript(module, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    extra = {SHAPE_KEY: ",".join(["-1", *map(str, SAMPLE_SHAPE)])}
+    torch.jit.save(module, str(path), _extra_files=extra)
+    return path
+
+
+def torchscript_trace(model: torch.nn.Module, example: torch.Tensor, path) -> Path:
+    """Legacy: torch.jit.trace (records one run; Python control flow is frozen) and save."""
+    model.eval()
+    with _torchscript_notes("torch.jit.trace"):
+        return _save_torchscript(torch.jit.trace(model, example), path)
+
+
+def torchscript_script(model: torch.nn.Module, path) -> Path:
+    """Legacy: torch.jit.script (compiles the Python source, keeps control flow) and save."""
+    model.eval()
+    with _torchscript_notes("torch.jit.script"):
+        return _save_torchscript(torch.jit.script(model), path)
+
+
+# ---------------------------------------------------------------------------- building
+
+
+def toolchain_missing() -> str | None:
+    """Why the C++ programs cannot be built here (a missing tool), or None when they can."""
+    for tool in ("cmake", "c++"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found on PATH (install cmake and a C++20 compiler, e.g. g++ >= 10)"
+    return None
+
+
+@dataclass(frozen=True)
+class Build:
+    folder: Path
+    seconds: float
+    configured: bool  # cmake configure ran (first build, or PyTorch changed)
+    up_to_date: bool  # nothing needed compiling
+
+    def program(self, name: str) -> Path:
+        return self.folder / name
+
+    def __str__(self) -> str:
+        what = "up to date" if self.up_to_date else "built"
+        return f"C++ programs {what} in {self.folder} ({self.seconds:.1f} s)"
+
+
+def _run(cmd: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        raise CppProgramError(f"{what} failed (exit code {done.returncode}):\n{tail}")
+    return done
+
+
+def _configure(source: Path, folder: Path, use_cuda_toolkit: bool) -> None:
+    prefix = torch.utils.cmake_prefix_path
+    cache = folder / "CMakeCache.txt"
+    if cache.is_file() and f"CMAKE_PREFIX_PATH:UNINITIALIZED={prefix}\n" in cache.read_text():
+        return
+    shutil.rmtree(folder, ignore_errors=True)  # another PyTorch: start clean
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    _run(["cmake", "-S", str(source), "-B", str(folder), *generator,
+          f"-DCMAKE_PREFIX_PATH={prefix}",
+          f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}"], "cmake configure")
+
+
+def build_programs(targets=PROGRAMS, folder: str | os.PathLike | None = None,
+                   use_cuda_toolkit: bool = False) -> Build:
+    """Configure (once) and build the C++ programs; only changed sources are recompiled."""
+    missing = toolchain_missing()
+    if missing:
+        raise CppProgramError(f"cannot build the C++ programs: {missing}")
+    unknown = set(targets) - set(PROGRAMS)
+    if unknown:
+        raise ValueError(f"unknown C++ program(s) {sorted(unknown)}; choose from {PROGRAMS}")
+    folder = Path(folder or build_root() / "cpp")
+    start = time.perf_counter()
+    configured = not (folder / "CMakeCache.txt").is_file()
+    _configure(cpp_source_dir(), folder, use_cuda_toolkit)
+    done = _run(["cmake", "--build", str(folder), "--parallel", str(allocated_cpus()),
+                 "--target", *targets], "cmake --build")
+    up_to_date = "no work to do" in done.stdout or "Linking" not in done.stdout
+    return Build(folder, time.perf_counter() - start, configured, up_to_date)
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def run_program(program: str | os.PathLike, *args, timeout: float = 300) -> str:
+    """Run a built C++ program; return its stdout, or raise CppProgramError with its stderr."""
+    program = Path(program)
+    if not program.is_file():
+        raise ValueError(f"no program at {program}; build it first with build_programs()")
+    done = subprocess.run([str(program), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise CppProgramError(
+            f"{program.name} exited with code {done.returncode}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def parse_fields(stdout: str) -> dict[str, str]:
+    """'key: value' lines printed by the C++ programs, as a dict."""
+    return dict(line.split(": ", 1) for line in stdout.splitlines() if ": " in line)
+
+
+@dataclass(frozen=True)
+class CppResult:
+    output: torch.Tensor
+    median_ms: float | None  # the program's own timing, when asked for
+    stdout: str
+
+
+def run_model(program: str | os.PathLike, model_path, inputs: torch.Tensor, workdir,
+              repeat: int = 0, warmup: int = 5, device: str | None = None) -> CppResult:
+    """Run aoti_run or ts_run on `inputs` through tensor files in `workdir`; read the output."""
+    workdir = Path(workdir)
+    input_file = write_tensor(workdir / "input.tensor", inputs)
+    output_file = workdir / "output.tensor"
+    output_file.unlink(missing_ok=True)
+    options = ["--warmup", warmup, "--repeat", repeat] + (["--device", device] if device else [])
+    stdout = run_program(program, model_path, input_file, output_file, *options)
+    fields = parse_fields(stdout)
+    median = float(fields["median_ms"]) if "median_ms" in fields else None
+    return CppResult(read_tensor(output_file), median, stdout)
+
+
+def cuda_check(program: str | os.PathLike, seed: int = 0) -> dict:
+    """Run cuda_check: whether LibTorch sees CUDA, the device, and its random tensor."""
+    fields = parse_fields(run_program(program, seed))
+    values = [float(v) for v in fields["tensor"].split()]
+    return {"cuda": fields["cuda available"] == "true", "devices": int(fields["cuda devices"]),
+            "device": fields["device"], "tensor": torch.tensor(values).reshape(2, 3)}
+
+
+# ---------------------------------------------------------------------------- the batch job
+
+
+def demo(workdir: str | os.PathLike = "runs/07_cpp", weights: str | None = None,
+         batch: int = 64) -> int:
+    """Export Net, package it for this node's device, build and run the C++ program, compare.
+
+    What slurm/cpp_job.sh runs on a compute node: the package must be compiled on the kind of
+    node it will run on (AOTInductor generates code for that CPU or GPU).
+    """
+    from course_utils.device import pick_device
+    from course_utils.models import Net
+    from course_utils.timing import time_fn
+
+    device = pick_device()
+    torch.manual_seed(0)
+    model = Net()
+    if weights:
+        model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    model = model.to(device).eval()
+    x = torch.randn(batch, *SAMPLE_SHAPE, device=device)
+    workdir = Path(workdir)
+    package = aoti_package(export_model(model, x[:2]), workdir / "net.pt2")
+    print(f"device {device}; package {package.path} "
+          f"({'reused' if package.reused else f'compiled in {package.seconds:.1f} s'})")
+    build = build_programs(["aoti_run"])
+    print(build)
+    result = run_model(build.program("aoti_run"), package.path, x, workdir, repeat=50)
+    with torch.no_grad():
+        want = model(x).cpu()
+        eager = time_fn(model, x)
+    diff = (result.output - want).abs().max().item()
+    print(f"max |C++ - Python| = {diff:.2e}")
+    print(f"latency, batch {batch}: Python eager {eager.median * 1e3:.3f} ms, "
+          f"C++ AOTInductor {result.median_ms:.3f} ms")
+    return 0 if diff <= 1e-4 else 1
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=demo.__doc__.splitlines()[0])
+    parser.add_argument("--workdir", default="runs/07_cpp")
+    parser.add_argument("--weights", help="a state_dict saved by lesson 07 (runs/07/net_weights.pt)")
+    parser.add_argument("--batch", type=int, default=64)
+    a = parser.parse_args()
+    sys.exit(demo(a.workdir, a.weights, a.batch))
