@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="grading-out", help="output folder (default: grading-out)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once")
     p.add_argument("--timeout", type=float, default=600, help="seconds per notebook")
-    p.add_argument("--cell-timeout", type=float, help="seconds per cell (default: 120 or --timeout)")
+    p.add_argument("--cell-timeout", type=float, help="seconds per cell (default: 120)")
     p.set_defaults(func=cmd_grade)
     return parser
 

@@ -14,15 +14,11 @@ What this isolation gives and what it does not is written in README.md, section 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -45,11 +41,10 @@ from course_utils.gradebook import (
     write_outputs,
 )
 from course_utils.grading import FAILED, PASSED, registry
+from course_utils.nbval_runner import Limits, Run, run_nbval
 from course_utils.release import course_meta
 
 MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
-MAX_FILE_BYTES = 2**30  # RLIMIT_FSIZE of the grading processes: no file written may exceed 1 GiB
-LOG_TAIL = 20_000  # characters of each run's pytest log kept under OUT/logs
 FLATNAME = re.compile(r"^(?P<learner>.+?)__(?P<lesson>\d\d)_[^/]*\.ipynb$")
 
 # Patterns in exercise cells an instructor may want to look at; they never change the points.
@@ -68,13 +63,6 @@ class Submission:
     learner: str
     lesson: str
     path: Path
-
-
-@dataclass(frozen=True)
-class Limits:
-    timeout: float = 600  # seconds for the whole notebook, kernel start included
-    cell_timeout: float = 120  # seconds per cell
-    threads: int = 1  # OMP/MKL threads of each grading kernel
 
 
 @dataclass
@@ -231,106 +219,6 @@ def review_flags(answers: dict[str, str]) -> list[str]:
         flags += [f"{ex_id}: {what}" for what, pattern in FLAG_PATTERNS.items()
                   if re.search(pattern, source)]
     return flags
-
-
-# ---- running nbval in a subprocess ---------------------------------------------------------
-
-
-@dataclass
-class Run:
-    records: dict[int, dict]  # code cell number -> what nbval_record wrote
-    timed_out: bool  # the per-notebook limit was hit
-    returncode: int | None
-    log: str
-
-
-def _environment(work: Path, token: str, threads: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HOME=str(work), TMPDIR=str(work / "tmp"), MPLBACKEND="Agg",
-               PYTHONDONTWRITEBYTECODE="1", COURSE_GRADE_RUN=token,
-               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    env.pop("PYTHONPATH", None)
-    return env
-
-
-def _kill_tree(proc: subprocess.Popen, token: str) -> None:
-    """Kill pytest, its kernel and anything they started (found by an environment variable)."""
-    import psutil
-
-    victims = []
-    try:
-        victims = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.Error:
-        pass
-    for p in psutil.process_iter():
-        try:
-            if p.pid != os.getpid() and p.environ().get("COURSE_GRADE_RUN") == token:
-                victims.append(p)
-        except psutil.Error:
-            continue
-    for p in victims:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-
-
-def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> Run:
-    """Run `pytest --nbval` on `notebook` (in its folder) within the limits; never raises."""
-    private = Path(tempfile.mkdtemp(prefix="course-grade-private-"))
-    record, log, token = private / "cells.jsonl", private / "pytest.log", uuid.uuid4().hex
-    (private / "pytest.ini").write_text("[pytest]\n")
-    (notebook.parent / "tmp").mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-p", "course_utils.nbval_record",
-           "-p", "no:cacheprovider", "-c", str(private / "pytest.ini"),
-           "--rootdir", str(notebook.parent), "-o", "addopts=", "-q", "--tb=line", "--color=no",
-           "--nbval", "--nbval-current-env", f"--nbval-cell-timeout={limits.cell_timeout:g}",
-           "--course-record", str(record), str(notebook)]
-    if sanitize and sanitize.is_file():
-        cmd[-1:-1] = ["--nbval-sanitize-with", str(sanitize)]
-    timed_out = False
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=private, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=_environment(notebook.parent, token, limits.threads))
-        _limit_resources(proc.pid)
-        try:
-            proc.wait(timeout=limits.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_tree(proc, token)  # also reaps what learner code left running after a normal end
-    records = _read_records(record)
-    text = log.read_bytes()[-LOG_TAIL:].decode("utf-8", errors="replace")
-    shutil.rmtree(private, ignore_errors=True)
-    return Run(records, timed_out, None if timed_out else proc.returncode, text)
-
-
-def _limit_resources(pid: int) -> None:
-    """No core dumps and no file over MAX_FILE_BYTES; the kernel, started later, inherits both."""
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        p.rlimit(psutil.RLIMIT_CORE, (0, 0))
-        p.rlimit(psutil.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
-    except (psutil.Error, OSError, ValueError):
-        pass  # the process already ended, or limits are lower already
-
-
-def _read_records(path: Path) -> dict[int, dict]:
-    records = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-                records[int(rec["cell"])] = rec
-            except (ValueError, KeyError, TypeError):
-                continue
-    return records
 
 
 # ---- from nbval's records to grades --------------------------------------------------------

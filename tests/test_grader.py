@@ -7,7 +7,6 @@ its gradebook, feedback and JUnit report. Small time limits keep it bounded.
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 import time
@@ -225,32 +224,3 @@ def test_read_notebook_rejects_oversized_and_malformed(tmp_path):
     path.write_text('{"cells": [')
     with pytest.raises(ValueError, match="not a readable notebook"):
         grader.read_notebook(path)
-
-
-def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
-    """A cell that sleeps past the notebook limit, with a child process that would outlive it."""
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import subprocess\nsubprocess.Popen(['sleep', '300'])"),
-        nbformat.v4.new_code_cell("import time\ntime.sleep(300)")])
-    path = tmp_path / "work" / "nb.ipynb"
-    path.parent.mkdir()
-    nbformat.write(nb, path)
-    start = time.perf_counter()
-    run = grader.run_nbval(path, grader.Limits(timeout=8, cell_timeout=100))
-    assert time.perf_counter() - start < 20
-    assert run.timed_out and set(run.records) == {0}
-    time.sleep(0.5)
-    sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", "300"]]
-    assert not sleepers, "a process started by the notebook survived the time limit"
-
-
-def test_record_keeps_the_tail_of_long_output(tmp_path):
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("print('a' * 10000)\nprint('[01.1] passed: ok')")])
-    path = tmp_path / "work" / "nb.ipynb"
-    path.parent.mkdir()
-    nbformat.write(nb, path)
-    run = grader.run_nbval(path, grader.Limits(timeout=60, cell_timeout=30))
-    record = run.records[0]
-    assert record["ok"] and record["stdout"].endswith("[01.1] passed: ok\n")
-    assert "characters cut" in record["stdout"] and len(json.dumps(record)) < 10_000

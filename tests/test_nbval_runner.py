@@ -1,0 +1,50 @@
+"""nbval_runner: pytest --nbval in a subprocess, bounded in time, its results read per cell."""
+
+import json
+import time
+
+import nbformat
+import psutil
+
+from course_utils.nbval_runner import Limits, run_nbval
+
+
+def _cmdline(p) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
+def write(tmp_path, *sources):
+    path = tmp_path / "work" / "nb.ipynb"
+    path.parent.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources]),
+                   path)
+    return path
+
+
+def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
+    """A cell that sleeps past the notebook limit, with a child process that would outlive it."""
+    path = write(tmp_path, "import subprocess\nsubprocess.Popen(['sleep', '300'])",
+                 "import time\ntime.sleep(300)")
+    start = time.perf_counter()
+    run = run_nbval(path, Limits(timeout=8, cell_timeout=100))
+    assert time.perf_counter() - start < 20
+    assert run.timed_out and set(run.records) == {0}
+    time.sleep(0.5)
+    sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", "300"]]
+    assert not sleepers, "a process started by the notebook survived the time limit"
+
+
+def test_records_keep_the_tail_of_long_output_and_the_run_environment(tmp_path):
+    path = write(tmp_path, "print('a' * 10000)\nprint('[01.1] passed: ok')",
+                 "import os, resource\n"
+                 "print(os.getcwd() == os.environ['HOME'], 'COURSE_GRADE_RUN' in os.environ)\n"
+                 "print(resource.getrlimit(resource.RLIMIT_CORE))")
+    run = run_nbval(path, Limits(timeout=60, cell_timeout=30))
+    first, second = run.records[0], run.records[1]
+    assert first["ok"] and first["stdout"].endswith("[01.1] passed: ok\n")
+    assert "characters cut" in first["stdout"] and len(json.dumps(first)) < 10_000
+    assert second["stdout"] == "True True\n(0, 0)\n"
+    assert not run.timed_out and run.returncode == 0
