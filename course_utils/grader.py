@@ -1,13 +1,14 @@
 """`course grade`: grade learners' notebooks with nbval, each in its own process and folder.
 
-For each submission the grader builds a *grading notebook* from the released notebook: every cell
-comes from the release except the learner's exercise cells, matched by the exercise id in their
-metadata (so reordered, duplicated or deleted cells do not matter). The check cells carry the
-reference outputs of solutions/. `pytest --nbval` runs it in a subprocess with a per-cell time
-limit; the whole run has a per-notebook limit, after which the process tree is killed. An
-exercise earns its points when its check cell printed "passed" AND nbval found the cell's output
-equal to the reference. `course check` (learner.py) calls the same `grade_notebook`, so learners
-see the verdicts the instructor will see.
+For each submission the grader builds a *grading notebook* from the released notebook (made from
+solutions/ as `course release` makes notebooks/): every cell comes from the release except the
+learner's exercise cells, matched by the exercise id in their metadata (so reordered, duplicated
+or deleted cells do not matter). The check cells carry the reference outputs of solutions/.
+`pytest --nbval` runs it in a subprocess with a per-cell time limit; the whole run has a
+per-notebook limit, after which the process tree is killed. An exercise earns its points when
+its check cell printed "passed" AND nbval found the cell's output equal to the reference.
+`course check` (learner.py) calls the same `grade_notebook`, so learners see the verdicts the
+instructor will see.
 
 What this isolation gives and what it does not is written in README.md, section "Grading".
 """
@@ -42,7 +43,7 @@ from course_utils.gradebook import (
 )
 from course_utils.grading import FAILED, PASSED, registry
 from course_utils.nbval_runner import Limits, Run, run_nbval
-from course_utils.release import course_meta
+from course_utils.release import course_meta, release_notebook
 
 MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
 FLATNAME = re.compile(r"^(?P<learner>.+?)__(?P<lesson>\d\d)_[^/]*\.ipynb$")
@@ -67,28 +68,26 @@ class Submission:
 
 @dataclass
 class Lesson:
-    """The instructor's side of a lesson: the released notebook and the reference check outputs."""
+    """The instructor's side of a lesson: the released notebook and the reference check outputs.
+
+    The release is made from solutions/ as `course release` makes it (`course release --check`
+    keeps notebooks/ equal to it), so a learner's edited copy in notebooks/ is never the reference.
+    """
 
     lesson: str
     release: nbformat.NotebookNode
     reference: dict[str, list]  # exercise id -> outputs of its check cell in solutions/
 
     @classmethod
-    def load(cls, lesson: str, notebooks: Path, solutions: Path) -> Lesson:
-        release = _one(notebooks, lesson, "released notebook")
-        solution = _one(solutions, lesson, "solution notebook")
-        reference = {course_meta(c)["exercise"]: c.outputs
-                     for c in nbformat.read(solution, as_version=4).cells
+    def load(cls, lesson: str, solutions: Path) -> Lesson:
+        matches = sorted(solutions.glob(f"{lesson}_*.ipynb"))
+        if not matches:
+            raise ValueError(f"lesson {lesson}: no solution notebook {lesson}_*.ipynb in "
+                             f"{solutions}; grade a lesson that exists")
+        solution = nbformat.read(matches[0], as_version=4)
+        reference = {course_meta(c)["exercise"]: c.outputs for c in solution.cells
                      if c.cell_type == "code" and course_meta(c).get("role") == "check"}
-        return cls(lesson, nbformat.read(release, as_version=4), reference)
-
-
-def _one(folder: Path, lesson: str, what: str) -> Path:
-    matches = sorted(folder.glob(f"{lesson}_*.ipynb"))
-    if not matches:
-        raise ValueError(f"lesson {lesson}: no {what} {lesson}_*.ipynb in {folder}; "
-                         "pass a lesson that exists, or run `course release`")
-    return matches[0]
+        return cls(lesson, release_notebook(solution), reference)
 
 
 # ---- finding submissions -------------------------------------------------------------------
@@ -369,13 +368,15 @@ def grade_main(args) -> int:
     from course_utils.cli import _repo_dir
 
     try:
+        if args.lesson and not re.fullmatch(r"\d{1,2}", args.lesson):
+            raise ValueError(f"--lesson {args.lesson!r}: give a lesson number, e.g. --lesson 01")
         lesson = f"{int(args.lesson):02d}" if args.lesson else None
         subs, skipped = find_submissions(Path(args.submissions), lesson)
         if not subs:
             raise ValueError(f"no submissions found in {args.submissions}"
                              + (f" for lesson {lesson}" if lesson else "")
                              + "; expected <learner>/NN_topic.ipynb or <learner>__NN_topic.ipynb")
-        lessons = {n: Lesson.load(n, _repo_dir("notebooks"), _repo_dir("solutions"))
+        lessons = {n: Lesson.load(n, _repo_dir("solutions"))
                    for n in sorted({s.lesson for s in subs})}
         if args.jobs < 1 or args.timeout <= 0:
             raise ValueError(f"-j {args.jobs} / --timeout {args.timeout}: both must be positive")

@@ -117,7 +117,11 @@ def check(exercise_id: str, *args, **kwargs) -> None:
 
 
 def summary(lesson: str) -> None:
-    """Print how many of the lesson's exercises passed their check in this session."""
+    """Print how many of the lesson's exercises passed their check in this session.
+
+    Its output is stored in every solution notebook and compared by nbval: keep it stable. The
+    grader's verdict for the saved notebook (fresh kernel, released check cells): `course check`.
+    """
     exercises = lesson_exercises(lesson)
     passing = [ex.id for ex in exercises if _SESSION.get(ex.id) and _SESSION[ex.id].passed]
     print(f"lesson {lesson}: {len(passing)}/{len(exercises)} exercises passing")

@@ -1,14 +1,12 @@
-"""`course check NN`: run a learner's lesson notebook and report each exercise's verdict."""
+"""`course check NN`: grade a learner's lesson notebook as the instructor's `course grade` will.
+
+Both call `grader.grade_notebook`, so the verdicts are the same: only the exercise cells of the
+notebook count; the check cells come from the release and run on a fresh kernel under nbval.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import nbformat
-from nbclient import NotebookClient
-
-from course_utils.grading import lesson_exercises, parse_verdicts
-from course_utils.release import course_meta
 
 
 def find_notebook(lesson: str, folder: Path) -> Path:
@@ -18,36 +16,32 @@ def find_notebook(lesson: str, folder: Path) -> Path:
     return matches[0]
 
 
-def check_cell_text(nb) -> str:
-    """All stream output of the notebook's check cells, which print the verdict lines."""
-    parts = []
-    for cell in nb.cells:
-        if cell.cell_type == "code" and course_meta(cell).get("role") == "check":
-            parts += [o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream"]
-    return "\n".join(parts)
+def report(grade) -> str:
+    """What `course check` prints: the count, each exercise's verdict, and notes on the notebook."""
+    passing = sum(e.verdict == "passed" for e in grade.exercises)
+    lines = [f"lesson {grade.lesson}: {passing}/{len(grade.exercises)} exercises passing "
+             f"({grade.total}/{grade.max_total} points)"]
+    if grade.status != "ok":
+        lines.append(f"  status {grade.status}: {grade.reason}")
+    for e in grade.exercises:
+        text = "passed" if e.verdict == "passed" else f"{e.verdict}: {e.message}"
+        lines.append(f"  {e.exercise_id} {e.title}: {text}")
+    lines += [f"  note: {n}" for n in grade.notes]
+    return "\n".join(lines)
 
 
-def run_notebook(path: Path, timeout: float = 600) -> nbformat.NotebookNode:
-    """Execute a copy of the notebook in its own folder; errors in cells do not stop the run."""
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
-    return nb
-
-
-def check_lesson(lesson: str, notebook: Path | None = None) -> int:
-    """Print 'N/M exercises passing' and each verdict; exit code 0 only when all pass."""
+def check_lesson(lesson: str, notebook: Path | None = None, timeout: float = 600) -> int:
+    """Grade the learner's notebook exactly as `course grade` does; exit code 0 when all pass."""
     from course_utils.cli import _repo_dir
+    from course_utils.grader import Lesson, default_limits, grade_notebook
 
     if len(lesson) == 1:
         lesson = f"0{lesson}"
     path = notebook or find_notebook(lesson, _repo_dir("notebooks"))
-    print(f"running {path} ...")
-    verdicts = parse_verdicts(check_cell_text(run_notebook(path)))
-    exercises = lesson_exercises(lesson)
-    passing = sum(verdicts.get(ex.id) == "passed" for ex in exercises)
-    print(f"lesson {lesson}: {passing}/{len(exercises)} exercises passing")
-    for ex in exercises:
-        print(f"  {ex.id} {ex.title}: {verdicts.get(ex.id, 'no verdict (check cell missing or failed)')}")
-    return 0 if passing == len(exercises) else 1
+    print(f"grading {path} as `course grade` does (your exercise cells, the released check "
+          "cells, a fresh kernel) ...")
+    sanitize = _repo_dir("tests") / "sanitize.cfg"
+    grade = grade_notebook(path, Lesson.load(lesson, _repo_dir("solutions")),
+                           default_limits(timeout, jobs=1), sanitize=sanitize)
+    print(report(grade))
+    return 0 if grade.exercises and grade.total == grade.max_total else 1
