@@ -7,8 +7,9 @@
 #SBATCH --time=01:00:00
 #SBATCH --output=%x-%j.out
 # Instructors: grade a folder of submissions on a compute node like the learners' (README,
-# "Grading"), four notebooks at a time, two threads each. The job's cgroup bounds memory and CPUs; per-notebook
-# and per-cell time limits bound each submission. Add --gres=gpu:1 for lessons with GPU exercises.
+# "Grading"), four notebooks at a time, two threads each. The job's cgroup bounds memory and
+# CPUs; per-notebook and per-cell time limits bound each submission. Add --gres=gpu:1 for lessons
+# with GPU exercises.
 # Submit from the course folder: sbatch slurm/grade_job.sh SUBMISSIONS [--lesson 01] [--out DIR]
 set -euo pipefail
 # shellcheck source=slurm/config.sh
