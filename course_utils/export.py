@@ -106,7 +106,8 @@ def read_tensor(path: str | os.PathLike) -> torch.Tensor:
     shape = tuple(int(d) for d in header[3:])
     values = np.frombuffer(data, dtype="<f4")
     if values.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: shape {shape} needs {np.prod(shape)} values, found {values.size}")
+        raise ValueError(
+            f"{path}: shape {shape} needs {np.prod(shape)} values, found {values.size}")
     return torch.from_numpy(values.reshape(shape).copy())
 
 
@@ -398,7 +399,8 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=demo.__doc__.splitlines()[0])
     parser.add_argument("--workdir", default="runs/07_cpp")
-    parser.add_argument("--weights", help="a state_dict saved by lesson 07 (runs/07/net_weights.pt)")
+    parser.add_argument("--weights", help="a state_dict saved by lesson 07, e.g. "
+                        "notebooks/runs/07/net_weights.pt")
     parser.add_argument("--batch", type=int, default=64)
     a = parser.parse_args()
     sys.exit(demo(a.workdir, a.weights, a.batch))

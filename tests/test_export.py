@@ -17,8 +17,8 @@ from course_utils import export as ex
 from course_utils.models import Net
 
 MISSING = ex.toolchain_missing()
-needs_toolchain = pytest.mark.skipif(MISSING is not None, reason=f"C++ toolchain: {MISSING}")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU, found none")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="needs a CUDA GPU, found none")
 
 
 def _net(seed: int = 0) -> Net:
@@ -119,7 +119,7 @@ def programs():
 
 @pytest.fixture(scope="session")
 def model_and_package(tmp_path_factory):
-    """A seeded Net, exported with a dynamic batch and compiled by AOTInductor (reused if cached)."""
+    """A seeded Net exported with a dynamic batch, compiled by AOTInductor (reused if cached)."""
     model = _net(seed=1)
     exported = ex.export_model(model, torch.randn(4, 3, 32, 32))
     package = ex.aoti_package(exported, tmp_path_factory.mktemp("aoti") / "net.pt2")

@@ -1,0 +1,20 @@
+#!/bin/bash
+#SBATCH --job-name=cpp-deploy
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=4
+#SBATCH --mem=8G
+#SBATCH --time=00:20:00
+#SBATCH --output=%x-%j.out
+# Lesson 07 on a node: export the CNN, compile it with AOTInductor for THIS node's device, build the
+# C++ programs (cpp/, CMake against the venv's LibTorch, incremental in build/cpp), run, compare.
+# Submit from the course folder: sbatch slurm/cpp_job.sh [--weights runs/07/net_weights.pt] [--batch 64]
+# CPU variant (no GPU used): COURSE_DEVICE=cpu sbatch slurm/cpp_job.sh
+set -euo pipefail
+# shellcheck source=slurm/config.sh
+source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+course_activate
+export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
+
+srun python -m course_utils.export --workdir "runs/07_cpp-${SLURM_JOB_ID}" "$@"
