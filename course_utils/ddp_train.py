@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import socket
 import sys
 
@@ -74,9 +75,15 @@ def global_stats(stats: train.Stats, device) -> tuple[float, float]:
     return float(t[0] / t[1]), float(t[1] / seconds[0])
 
 
+def _node_name() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
-    threads = hpc.configure_threads(args.threads)
+    # torchrun's workers on a node share the CPUs Slurm gave its one task: split them.
+    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    threads = hpc.configure_threads(args.threads or max(1, hpc.allocated_cpus() // per_node))
     env = distributed.DistEnv.from_environ()
     device = distributed.device_for(
         env, use_cuda=torch.cuda.is_available() and not args.disable_cuda
@@ -84,7 +91,7 @@ def main(argv=None) -> int:
     distributed.init_process_group(args.backend, env, timeout=args.timeout, device=device)
     backend = dist.get_backend()
     print(
-        f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}: "
+        f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {_node_name()}: "
         f"joined, backend {backend}, device {device}, {threads} threads, from {env.source}",
         flush=True,
     )

@@ -46,14 +46,22 @@ class DistEnv:
 
     @classmethod
     def from_environ(cls, environ=None) -> DistEnv:
-        """Read torchrun's variables, else Slurm's, else rank 0 of 1; ValueError if inconsistent."""
+        """Read torchrun's variables, else Slurm's (in a task srun started), else rank 0 of 1.
+
+        Raises ValueError when the values are inconsistent, naming the variables."""
         environ = os.environ if environ is None else environ
         if any(name in environ for name in TORCHRUN_VARS):
             return _from_torchrun(environ)
-        if "SLURM_PROCID" in environ:
+        if "SLURM_PROCID" in environ and not _in_batch_script(environ):
             return _from_slurm(environ)
         port = _int(environ, "MASTER_PORT", DEFAULT_PORT)
         return cls(master_addr=environ.get("MASTER_ADDR", "127.0.0.1"), master_port=port)
+
+
+def _in_batch_script(environ) -> bool:
+    """The batch script itself (a job, no step): Slurm sets SLURM_PROCID=0 and SLURM_NTASKS=N
+    there too, but the script is not one of the N tasks; srun starts those (with SLURM_STEP_ID)."""
+    return "SLURM_JOB_ID" in environ and "SLURM_STEP_ID" not in environ
 
 
 def _int(environ, name: str, default: int | None = None) -> int:

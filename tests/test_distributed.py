@@ -21,7 +21,7 @@ def test_torchrun_variables_win_over_slurm():
 def test_slurm_variables_and_first_host():
     environ = {
         "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8",
-        "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "123456",
+        "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "0",
     }  # fmt: skip
     env = DistEnv.from_environ(environ)
     assert (env.rank, env.local_rank, env.world_size, env.source) == (5, 1, 8, "slurm")
@@ -34,6 +34,17 @@ def test_slurm_respects_master_addr_and_port():
                "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "4242", "SLURM_JOB_ID": "7"}  # fmt: skip
     env = DistEnv.from_environ(environ)
     assert (env.master_addr, env.master_port) == ("10.0.0.1", 4242)
+
+
+def test_the_batch_script_itself_is_not_a_task():
+    batch = {
+        "SLURM_JOB_ID": "9",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "4",
+        "SLURM_JOB_NODELIST": "cn1",
+    }
+    assert DistEnv.from_environ(batch).world_size == 1
+    assert DistEnv.from_environ({**batch, "SLURM_STEP_ID": "0"}).world_size == 4
 
 
 def test_no_launcher_is_rank_0_of_1():

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# A throwaway Slurm cluster on this machine, for CI and for trying the slurm/ scripts:
+#   .ci/slurm-cluster.sh start    # munged, slurmctld, and two slurmd nodes cn1 cn2 (idempotent)
+#   .ci/slurm-cluster.sh stop     # stops only the daemons this script started
+#   .ci/slurm-cluster.sh status
+# Needs root and Debian's packages: apt-get install slurmctld slurmd slurm-client munge.
+# Each node advertises 16 CPUs and 4 fake GPUs (GRES backed by character devices), so GPU scripts
+# schedule and get CUDA_VISIBLE_DEVICES; the CPU variants of the scripts run the training.
+# Settings and pitfalls: /work/shared/FACTS.md ("A real Slurm cluster on one machine").
+set -euo pipefail
+
+STATE=${COURSE_SLURM_STATE:-/var/lib/course-slurm}
+CONF_DIR=/etc/slurm
+MARKER="# written by .ci/slurm-cluster.sh"
+NODES=(cn1 cn2)
+
+die() { echo "slurm-cluster: $*" >&2; exit 1; }
+
+cluster_up() {
+    # Both nodes answer and are usable (idle, mixed or allocated).
+    local states
+    states=$(sinfo -h -N -o '%N %t' 2>/dev/null) || return 1
+    for n in "${NODES[@]}"; do
+        grep -Eq "^$n (idle|mix|alloc)" <<<"$states" || return 1
+    done
+}
+
+write_config() {
+    local host
+    host=$(hostname -s)
+    mkdir -p "$STATE"/{ctld,log,dev} "$STATE"/spool/{cn1,cn2}
+    for i in 0 1 2 3; do
+        # Fake GPUs: Slurm accepts character devices only (/dev/null's numbers will do).
+        [ -c "$STATE/dev/gpu$i" ] || mknod "$STATE/dev/gpu$i" c 1 3
+    done
+    cat >"$CONF_DIR/slurm.conf" <<EOF
+$MARKER; removed by its stop.
+ClusterName=course
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+AuthType=auth/munge
+# Short credential lifetime: a requeued job otherwise waits about 120 s to start again.
+AuthInfo=cred_expire=10
+StateSaveLocation=$STATE/ctld
+SlurmdSpoolDir=$STATE/spool/%n
+SlurmctldPidFile=$STATE/slurmctld.pid
+SlurmdPidFile=$STATE/slurmd-%n.pid
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd-%n.log
+MailProg=/bin/true
+# cgroups track and kill every process of a job; linuxproc leaked orphans.
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+ReturnToService=2
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1
+MinJobAge=5
+# Advertise more CPUs than the machine has (the nodes share its cores), so test jobs overlap.
+SlurmdParameters=config_overrides
+GresTypes=gpu
+NodeName=cn1 NodeHostname=$host NodeAddr=127.0.0.1 Port=17001 CPUs=16 RealMemory=32000 Gres=gpu:4 State=UNKNOWN
+NodeName=cn2 NodeHostname=$host NodeAddr=127.0.0.1 Port=17002 CPUs=16 RealMemory=32000 Gres=gpu:4 State=UNKNOWN
+PartitionName=debug Nodes=cn[1-2] Default=YES MaxTime=UNLIMITED State=UP OverSubscribe=NO
+EOF
+    cat >"$CONF_DIR/gres.conf" <<EOF
+$MARKER
+AutoDetect=off
+NodeName=cn[1-2] Name=gpu File=$STATE/dev/gpu[0-3]
+EOF
+    cat >"$CONF_DIR/cgroup.conf" <<EOF
+$MARKER
+ConstrainCores=no
+ConstrainRAMSpace=no
+ConstrainDevices=no
+EOF
+    if ! grep -q "course-slurm" /etc/hosts; then
+        echo "127.0.0.1 cn1 cn2 # course-slurm" >>/etc/hosts  # so `scontrol show hostnames` resolves
+    fi
+}
+
+start_munge() {
+    if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return  # someone else's munged is running: use it, leave it alone at stop
+    fi
+    mkdir -p /run/munge && chown munge:munge /run/munge
+    [ -s /etc/munge/munge.key ] || die "no /etc/munge/munge.key (reinstall munge)"
+    runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/course-munged.pid
+    cp /run/munge/course-munged.pid "$STATE/munged.pid"
+}
+
+running() {  # the daemon whose pid file is $1 is alive
+    [ -e "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+start() {
+    command -v slurmctld >/dev/null || die "slurmctld not installed: apt-get install slurmctld slurmd slurm-client munge"
+    [ "$(id -u)" = 0 ] || die "needs root (daemons, /etc/slurm, mknod)"
+    if cluster_up; then
+        echo "slurm-cluster: already up"; sinfo; return
+    fi
+    if [ -e "$CONF_DIR/slurm.conf" ] && ! grep -q "$MARKER" "$CONF_DIR/slurm.conf"; then
+        die "$CONF_DIR/slurm.conf was not written by this script; refusing to replace it"
+    fi
+    mkdir -p "$STATE" "$CONF_DIR"
+    write_config
+    start_munge
+    running "$STATE/slurmctld.pid" || slurmctld
+    for n in "${NODES[@]}"; do
+        running "$STATE/slurmd-$n.pid" || slurmd -N "$n"
+    done
+    for _ in $(seq 1 60); do
+        if cluster_up; then
+            echo "slurm-cluster: up"; sinfo; return
+        fi
+        scontrol update nodename=cn[1-2] state=resume >/dev/null 2>&1 || true
+        sleep 0.5
+    done
+    sinfo -N -l || true
+    tail -n 20 "$STATE"/log/*.log >&2 || true
+    die "nodes did not become idle within 30 s (logs above)"
+}
+
+stop_pidfile() {
+    local file=$1 pid
+    [ -e "$file" ] || return 0
+    pid=$(cat "$file")
+    if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid"
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    rm -f "$file"
+}
+
+stop() {
+    for n in "${NODES[@]}"; do stop_pidfile "$STATE/slurmd-$n.pid"; done
+    stop_pidfile "$STATE/slurmctld.pid"
+    stop_pidfile "$STATE/munged.pid"  # only when this script started munged
+    for f in slurm.conf gres.conf cgroup.conf; do
+        if [ -e "$CONF_DIR/$f" ] && grep -q "$MARKER" "$CONF_DIR/$f"; then rm -f "$CONF_DIR/$f"; fi
+    done
+    # Rewrite in place (not sed -i): /etc/hosts is often a bind mount in containers.
+    local hosts
+    hosts=$(grep -v '# course-slurm$' /etc/hosts || true)
+    printf '%s\n' "$hosts" >/etc/hosts
+    rm -rf "$STATE"
+    echo "slurm-cluster: stopped"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status) if cluster_up; then sinfo; else echo "slurm-cluster: not up"; exit 1; fi ;;
+    *) die "usage: $0 start|stop|status" ;;
+esac

@@ -1,0 +1,28 @@
+#!/bin/bash
+#SBATCH --job-name=jupyter
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=4
+#SBATCH --mem=8G
+#SBATCH --time=02:00:00
+#SBATCH --output=%x-%j.out
+# JupyterLab on a compute node, reached through an SSH tunnel from your laptop. It listens on the
+# node's localhost only and asks for a fresh token. Submit from the course folder:
+#     sbatch slurm/jupyter_job.sh     then read jupyter-<jobid>.out for the tunnel command
+# Stop it with `scancel <jobid>` when you are done: the job holds its GPU until then.
+set -euo pipefail
+# shellcheck source=slurm/config.sh
+source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+course_activate
+port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+token=$(python -c 'import secrets; print(secrets.token_hex(24))')
+root_flag=()
+if [ "$(id -u)" = 0 ]; then root_flag=(--allow-root); fi  # containers and CI run as root
+cat <<INFO
+JupyterLab on node ${SLURMD_NODENAME:-$(hostname -s)}, port $port. On your laptop run
+    ssh -N -L 8888:localhost:$port -J ${USER:-you}@<login node> ${USER:-you}@${SLURMD_NODENAME:-$(hostname -s)}
+then open http://localhost:8888/lab?token=$token
+INFO
+
+srun jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 --IdentityProvider.token="$token" --ServerApp.root_dir="$COURSE_DIR/notebooks" "${root_flag[@]}"
