@@ -3,6 +3,8 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8888
+# The folder JupyterLab serves (the browser tests serve a temporary copy: make lab LAB_DIR=...).
+LAB_DIR ?= notebooks
 # A fresh token per start unless you set one: make lab TOKEN=...
 TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))' 2>/dev/null || date +%s%N)
 # JupyterLab refuses to run as root without --allow-root (containers and CI run as root).
@@ -29,7 +31,7 @@ $(KERNEL): $(VENV)/.installed
 lab: setup
 	@echo "Open http://127.0.0.1:$(PORT)/lab?token=$(TOKEN)  (Ctrl-C to stop)"
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
-		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=notebooks $(ROOT_FLAG)
+		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG)
 
 test: setup
 	$(BIN)/course release --check
