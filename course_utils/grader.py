@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -42,19 +43,21 @@ from course_utils.gradebook import (
     write_outputs,
 )
 from course_utils.grading import FAILED, PASSED, registry
-from course_utils.nbval_runner import Limits, Run, run_nbval
+from course_utils.nbval_runner import Limits, Run, kill_running, run_nbval
 from course_utils.release import course_meta, release_notebook
 
 MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
 FLATNAME = re.compile(r"^(?P<learner>.+?)__(?P<lesson>\d\d)_[^/]*\.ipynb$")
 
+# Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
+FRESH_CHECK = "from course_utils.grading import check  # added by course grade"
 # Patterns in exercise cells an instructor may want to look at; they never change the points.
 FLAG_PATTERNS = {
     "mentions solutions/": r"solutions",
     "opens or removes files": r"\bopen\(|\.write_text|\.write_bytes|shutil\.|os\.(remove|unlink)",
     "exits or kills the process": r"sys\.exit|os\._exit|os\.kill|signal\.",
     "starts processes": r"subprocess|os\.system|os\.fork|multiprocessing",
-    "touches the grading machinery": r"course_utils\.grading|_REGISTRY|_SESSION|\bcheck\s*=|"
+    "touches the grading machinery": r"\bgrading\b|_REGISTRY|_SESSION|\bcheck\s*=|\bprint\s*=|"
                                      r"builtins|sys\.modules|sys\.stdout",
 }
 
@@ -206,6 +209,7 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
                 raise ValueError(f"lesson {lesson.lesson}: solutions/ has no check cell for "
                                  f"{ex_id}; rebuild the solution notebook")
             cell.outputs, cell.execution_count = lesson.reference[ex_id], 1
+            cell.source = f"{FRESH_CHECK}\n{cell.source}"
             plan.cells[ex_id] = (plan.cells.get(ex_id, (-1, -1))[0], number)
     plan.flags = review_flags(answers)
     return plan
@@ -354,13 +358,25 @@ def grade_all(submissions: list[Submission], lessons: dict[str, Lesson], limits:
 
     grades = []
     bar = tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool, bar:
-        for future in as_completed([pool.submit(one, s) for s in submissions]):
-            grade = future.result()
-            grades.append(grade)
-            bar.set_postfix_str(f"{grade.learner} {grade.total}/{grade.max_total} {grade.status}")
-            bar.update()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        with bar:
+            for future in as_completed([pool.submit(one, s) for s in submissions]):
+                grade = future.result()
+                grades.append(grade)
+                bar.set_postfix_str(f"{grade.learner} {grade.total}/{grade.max_total} "
+                                    f"{grade.status}")
+                bar.update()
+    except BaseException:  # Ctrl-C: start nothing more, and leave no kernel behind
+        pool.shutdown(wait=False, cancel_futures=True)
+        kill_running()
+        raise
+    pool.shutdown()
     return grades
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def grade_main(args) -> int:
@@ -386,6 +402,7 @@ def grade_main(args) -> int:
     for line in skipped:
         print(line, file=sys.stderr)
     limits = default_limits(args.timeout, args.jobs, getattr(args, "cell_timeout", None))
+    signal.signal(signal.SIGTERM, _interrupt)  # scancel: clean up like Ctrl-C
     out = Path(args.out)
     start = time.perf_counter()
     grades = grade_all(subs, lessons, limits, args.jobs, _repo_dir("tests") / "sanitize.cfg",

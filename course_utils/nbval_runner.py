@@ -24,6 +24,15 @@ MAX_FILE_BYTES = 2**30  # RLIMIT_FSIZE of the grading processes: no file written
 LOG_TAIL = 20_000  # characters of each run's pytest log that are kept
 
 
+_RUNNING: dict[int, tuple[subprocess.Popen, str]] = {}  # pid -> (pytest process, token)
+
+
+def kill_running() -> None:
+    """Kill every grading run still going (the grader was interrupted)."""
+    for proc, token in list(_RUNNING.values()):
+        _kill_tree(proc, token)
+
+
 @dataclass(frozen=True)
 class Limits:
     timeout: float = 600  # seconds for the whole notebook, kernel start included
@@ -90,6 +99,7 @@ def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> R
         proc = subprocess.Popen(cmd, cwd=private, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=_environment(notebook.parent, token, limits.threads))
+        _RUNNING[proc.pid] = (proc, token)
         _limit_resources(proc.pid)
         try:
             proc.wait(timeout=limits.timeout)
@@ -97,6 +107,7 @@ def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> R
             timed_out = True
         finally:
             _kill_tree(proc, token)  # also reaps what learner code left running after a normal end
+            _RUNNING.pop(proc.pid, None)
     records = _read_records(record)
     text = log.read_bytes()[-LOG_TAIL:].decode("utf-8", errors="replace")
     shutil.rmtree(private, ignore_errors=True)

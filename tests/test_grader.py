@@ -60,6 +60,8 @@ def make_submissions(folder: Path, outside: Path) -> dict[str, nbformat.Notebook
     cell(nb, "01.2", "check").source = (
         'check("01.2", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False))')
     cell(nb, "01.3", "check").source = 'print("[01.3] passed: works on tensors that require grad")'
+    cell(nb, "01.4").source = ("check = lambda *a: print('[01.4] passed: d/dx sum(x^3 + 2x) = "
+                               "3x^2 + 2, computed by autograd')")
     subs["cheat"] = nb
 
     nb = solution()  # 01.4 deleted; 01.1 duplicated, a wrong copy first; saved as nbformat 3
@@ -138,7 +140,7 @@ def test_the_run_completes_and_the_gradebook_is_complete(graded):
     assert graded["proc"].returncode == 0, graded["proc"].stderr[-3000:]
     assert set(graded["rows"]) == {"full", "empty", "partial", "cheat", "old", "exits", "crash",
                                    "loop", "broken"}
-    assert graded["seconds"] < 150
+    assert graded["seconds"] < 280  # bounded: 9 notebooks at -j 2 take about 80 s on 2 free cores
     assert "graded 9 submissions" in graded["proc"].stdout
     assert not graded["leftover"], "grading kernels left running"
 
@@ -160,6 +162,7 @@ def test_edited_check_cells_do_not_count_and_snooping_is_flagged(graded):
     assert row["status"] == "ok"
     assert "01.1: mentions solutions/" in row["flags"]
     assert "01.1: opens or removes files" in row["flags"]
+    assert "01.4: touches the grading machinery" in row["flags"]
     assert graded["outside"].read_text() == "written by a submission"  # no filesystem sandbox
 
 

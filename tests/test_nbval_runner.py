@@ -29,9 +29,9 @@ def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
     path = write(tmp_path, "import subprocess\nsubprocess.Popen(['sleep', '300'])",
                  "import time\ntime.sleep(300)")
     start = time.perf_counter()
-    run = run_nbval(path, Limits(timeout=8, cell_timeout=100))
-    assert time.perf_counter() - start < 20
-    assert run.timed_out and set(run.records) == {0}
+    run = run_nbval(path, Limits(timeout=25, cell_timeout=100))
+    assert time.perf_counter() - start < 40
+    assert run.timed_out and set(run.records) == {0}  # the first cell ran: its child exists
     time.sleep(0.5)
     sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", "300"]]
     assert not sleepers, "a process started by the notebook survived the time limit"
