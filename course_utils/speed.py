@@ -1,0 +1,309 @@
+"""Making training fast, one measured step at a time (lesson 08 and `python -m benchmarks`).
+
+A `Recipe` says how the lesson CNN is trained: batch size, DataLoader workers, pinned memory,
+channels_last, autocast, torch.compile, and where batches come from. `NAIVE` is the cluster
+documentation's script as written (course_utils/train_cifar.py defaults). `tuning_steps` lists
+the changes the documentation recommends, in order; `tune` applies them one at a time, measures
+each with `measure`, and keeps a change only when it made training measurably faster on this
+device. Steps that cannot run here (pinned memory without a GPU) are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import nn
+
+from course_utils import data, hpc, models, precision, train
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+LOADERS = ("dataloader", "memory")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to train: every knob of the tuning steps, with the documentation script's defaults."""
+
+    batch_size: int = 128
+    num_workers: int = 0
+    pin_memory: bool = False  # pinned host buffers, copied with non_blocking=True
+    channels_last: bool = False  # model and inputs in NHWC memory format
+    autocast: str | None = None  # "bf16" or "fp16": the forward pass under torch.autocast
+    compile: bool = False  # torch.compile the model
+    loader: str = "dataloader"  # "memory": shuffled batches sliced from tensors on the device
+    tf32: bool = False  # TF32 matmuls and convolutions (CUDA only)
+    cudnn_benchmark: bool = False  # let cuDNN pick the fastest convolution algorithm (CUDA)
+    lr: float = 0.05
+
+    def __post_init__(self):
+        if self.batch_size < 1 or self.num_workers < 0:
+            raise ValueError(
+                f"batch_size={self.batch_size} must be >= 1 and num_workers={self.num_workers} "
+                ">= 0; fix the Recipe"
+            )
+        if self.autocast not in (None, *AUTOCAST_DTYPES):
+            raise ValueError(
+                f"autocast={self.autocast!r} is not one of None, 'bf16', 'fp16'; pass one of those"
+            )
+        if self.loader not in LOADERS:
+            raise ValueError(f"loader={self.loader!r} is not one of {LOADERS}; pass one of those")
+
+    def changes(self, base: Recipe | None = None) -> dict:
+        """The fields that differ from `base` (default: NAIVE), as {name: value}."""
+        base = base or NAIVE
+        return {k: v for k, v in vars(self).items() if getattr(base, k) != v}
+
+
+NAIVE = Recipe()  # course_utils/train_cifar.py as written: batch 128, num_workers=0, no pinning
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tuning step: its name, the Recipe fields it sets, and what it needs to run."""
+
+    name: str
+    changes: dict = field(default_factory=dict)
+    needs: str | None = None  # "cuda": skipped elsewhere
+    why: str = ""
+
+    def applies_to(self, device: torch.device) -> bool:
+        return self.needs is None or torch.device(device).type == self.needs
+
+
+def tuning_steps(
+    cpus: int | None = None, batch_size: int = 512, compile: bool = True
+) -> list[Step]:
+    """The documentation's recommendations, in the order the lesson applies them.
+
+    compile=False leaves torch.compile out (its first steps compile for 20 s or more on a
+    2-core CPU; the benchmark measures it).
+    """
+    cpus = cpus or hpc.allocated_cpus()
+    steps = [
+        Step(f"batch size {batch_size}", {"batch_size": batch_size},
+             why="fewer, larger steps: less Python and launch overhead per image"),
+        Step(f"{cpus} DataLoader workers", {"num_workers": cpus},
+             why="prepare batches in parallel with training (one per allocated CPU)"),
+        Step("pinned memory, non_blocking", {"pin_memory": True}, needs="cuda",
+             why="page-locked buffers: direct, asynchronous copies to the GPU"),
+        Step("channels_last", {"channels_last": True},
+             why="NHWC layout, what tensor-core and oneDNN convolutions prefer"),
+        Step("autocast bf16", {"autocast": "bf16"},
+             why="bfloat16 matmuls and convolutions, float32 where precision matters"),
+        Step("TF32 and cudnn.benchmark", {"tf32": True, "cudnn_benchmark": True}, needs="cuda",
+             why="tensor-core float32 and the fastest convolution algorithm for these shapes"),
+        Step("torch.compile", {"compile": True},
+             why="fused kernels, less Python per step (compiles on the first steps)"),
+        Step("batches from memory", {"loader": "memory", "num_workers": 0, "pin_memory": False},
+             why="the whole data set as one tensor on the device: no per-image collate, no copy"),
+    ]  # fmt: skip
+    return [s for s in steps if compile or not s.changes.get("compile")]
+
+
+class MemoryLoader:
+    """Shuffled batches sliced from a data set held as two tensors on `device`.
+
+    What an external loader (DALI, FFCV) or a GPU-resident data set buys: no per-image
+    __getitem__, no collate, no host-to-device copy per batch. Needs the data set to fit in
+    device memory (CIFAR-10: 50,000 x 3 x 32 x 32 float32 = 614 MB). Drops the last partial batch.
+    """
+
+    def __init__(self, dataset, batch_size: int, device="cpu", seed: int = 0):
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be at least 1")
+        self.inputs, self.targets = _as_tensors(dataset)
+        self.inputs, self.targets = self.inputs.to(device), self.targets.to(device)
+        if batch_size > len(self.targets):
+            raise ValueError(
+                f"batch_size={batch_size} is larger than the data set ({len(self.targets)} "
+                "images); use a smaller batch"
+            )
+        self.batch_size = batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __len__(self) -> int:
+        return len(self.targets) // self.batch_size
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        order = torch.randperm(len(self.targets), generator=self.generator)
+        order = order.to(self.targets.device)
+        for i in range(len(self)):
+            index = order[i * self.batch_size : (i + 1) * self.batch_size]
+            yield self.inputs[index], self.targets[index]
+
+
+def _as_tensors(dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    """(images, labels) of a whole data set: its tensors if it has them, else stacked once."""
+    if isinstance(getattr(dataset, "data", None), torch.Tensor):
+        return dataset.data, torch.as_tensor(dataset.targets)
+    images, labels = zip(*(dataset[i] for i in range(len(dataset))))
+    return torch.stack(images), torch.as_tensor(labels)
+
+
+def make_loader(recipe: Recipe, dataset, device, seed: int = 0):
+    """The batches a Recipe trains on: a DataLoader, or a MemoryLoader on `device`."""
+    device = torch.device(device)
+    if recipe.loader == "memory":
+        return MemoryLoader(dataset, recipe.batch_size, device, seed)
+    return data.make_loader(
+        dataset, recipe.batch_size, num_workers=recipe.num_workers,
+        pin_memory=recipe.pin_memory and device.type == "cuda", seed=seed, drop_last=True,
+    )  # fmt: skip
+
+
+def build(recipe: Recipe, device, seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """The lesson CNN and its optimizer, set up as the Recipe says (compiled if asked)."""
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    model = models.Net().to(device)
+    if recipe.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9)
+    if recipe.compile:
+        model = torch.compile(model)
+    return model, optimizer
+
+
+@contextlib.contextmanager
+def backend_flags(recipe: Recipe):
+    """TF32 and cudnn.benchmark as the Recipe says, all restored on exit.
+
+    TF32 goes through `precision.fp32_precision(..., api="legacy")`: torch.compile reads the
+    legacy getters, which raise once the newer fp32_precision attributes are set.
+    """
+    saved = torch.backends.cudnn.benchmark
+    with contextlib.ExitStack() as stack:
+        if recipe.tf32:
+            stack.enter_context(precision.fp32_precision("tf32", api="legacy"))
+        try:
+            torch.backends.cudnn.benchmark = saved or recipe.cudnn_benchmark
+            yield
+        finally:
+            torch.backends.cudnn.benchmark = saved
+
+
+def train_steps(recipe: Recipe, model, optimizer, loader, device, steps: int) -> train.Stats:
+    """`steps` training steps of `model` as the Recipe says; loss, accuracy and images/s."""
+    device = torch.device(device)
+    dtype = AUTOCAST_DTYPES.get(recipe.autocast)
+    scaler = None
+    if dtype is torch.float16 and device.type == "cuda":
+        scaler = torch.amp.GradScaler("cuda")  # float16 gradients underflow without scaling
+    with backend_flags(recipe):
+        return train.train_one_epoch(
+            model, loader, optimizer, device=device, progress=False, max_steps=steps,
+            autocast_dtype=dtype, scaler=scaler, non_blocking=recipe.pin_memory,
+            channels_last=recipe.channels_last,
+        )  # fmt: skip
+
+
+def _steps_for(images: int, batch_size: int, loader) -> int:
+    return max(1, min(len(loader), images // batch_size))
+
+
+def measure(
+    recipe: Recipe, dataset, device="cpu", images: int = 4096, warmup: int = 2, seed: int = 0
+) -> float:
+    """Training images per second of `recipe` on `device`: `warmup` untimed steps (compilation,
+    worker start-up, cuDNN autotuning), then about `images` images in a fresh epoch."""
+    device = torch.device(device)
+    model, optimizer = build(recipe, device, seed)
+    loader = make_loader(recipe, dataset, device, seed)
+    if warmup:
+        train_steps(recipe, model, optimizer, loader, device, warmup)
+    steps = _steps_for(images, recipe.batch_size, loader)
+    return train_steps(recipe, model, optimizer, loader, device, steps).images_per_second
+
+
+@dataclass(frozen=True)
+class StepResult:
+    step: str
+    images_per_second: float | None  # None: skipped on this device
+    kept: bool
+    note: str  # why it was kept, dropped or skipped
+
+    @property
+    def skipped(self) -> bool:
+        return self.images_per_second is None
+
+
+def tune(
+    dataset,
+    device="cpu",
+    steps: list[Step] | None = None,
+    start: Recipe = NAIVE,
+    threshold: float = 0.03,
+    measure_fn: Callable[[Recipe], float] | None = None,
+    **measure_kwargs,
+) -> tuple[Recipe, list[StepResult]]:
+    """Apply `steps` one at a time; keep a step when it is more than `threshold` (3%) faster than
+    the best so far. Returns the tuned Recipe and one StepResult per step, starting with the
+    baseline. `measure_fn(recipe) -> images/s` replaces `measure` (tests pass a fake)."""
+    device = torch.device(device)
+    steps = tuning_steps() if steps is None else steps
+    if measure_fn is None:
+        def measure_fn(recipe):
+            return measure(recipe, dataset, device, **measure_kwargs)
+    best_rate = measure_fn(start)
+    results = [StepResult("baseline (documentation script)", best_rate, True, "as written")]
+    best = start
+    for step in steps:
+        if not step.applies_to(device):
+            note = f"skipped here: needs {step.needs}, running on {device.type}"
+            results.append(StepResult(step.name, None, False, note))
+            continue
+        candidate = replace(best, **step.changes)
+        rate = measure_fn(candidate)
+        kept = rate > best_rate * (1 + threshold)
+        change = rate / best_rate - 1
+        note = f"{change:+.0%} vs best so far: " + ("kept" if kept else "dropped")
+        results.append(StepResult(step.name, rate, kept, note))
+        if kept:
+            best, best_rate = candidate, rate
+    return best, results
+
+
+@dataclass(frozen=True)
+class Comparison:
+    naive: float  # median images/s
+    tuned: float
+    repeats: int
+
+    @property
+    def speedup(self) -> float:
+        return self.tuned / self.naive
+
+
+def compare(
+    naive: Recipe,
+    tuned: Recipe,
+    dataset,
+    device="cpu",
+    repeats: int = 3,
+    measure_fn: Callable[[Recipe], float] | None = None,
+    **measure_kwargs,
+) -> Comparison:
+    """Naive and tuned measured side by side (alternating, `repeats` times each); medians."""
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats} must be at least 1")
+    if measure_fn is None:
+        def measure_fn(recipe):
+            return measure(recipe, dataset, device, **measure_kwargs)
+    rates = {"naive": [], "tuned": []}
+    for _ in range(repeats):
+        rates["naive"].append(measure_fn(naive))
+        rates["tuned"].append(measure_fn(tuned))
+    return Comparison(statistics.median(rates["naive"]), statistics.median(rates["tuned"]), repeats)
+
+
+def results_table(results: list[StepResult]) -> str:
+    """The steps as a text table: images/s and the verdict of each."""
+    lines = [f"{'step':<32} {'images/s':>10}  verdict"]
+    for r in results:
+        rate = "-" if r.skipped else f"{r.images_per_second:,.0f}"
+        lines.append(f"{r.step:<32} {rate:>10}  {r.note}")
+    return "\n".join(lines)
