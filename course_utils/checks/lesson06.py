@@ -1,0 +1,164 @@
+"""Checkers of lesson 06, checkpointing and fault tolerance."""
+
+import os
+import signal
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import torch
+from torch import nn
+
+from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.preemption import PreemptionFlag
+
+KEYS = ("model", "optimizer", "scheduler", "epoch", "step", "rng")
+
+
+def _trained_parts():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Dropout(0.1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    sched.step()
+    return model, opt, sched
+
+
+@exercise("06.1", "a complete checkpoint dict, from a wrapped model")
+def check_make_checkpoint(make_checkpoint):
+    model, opt, sched = _trained_parts()
+    want_keys = list(model.state_dict())
+    for wrapper in (torch.compile, nn.DataParallel):  # DataParallel runs on the CPU too
+        rng = torch.get_rng_state()
+        got = call_answer(make_checkpoint, wrapper(model), opt, sched, 2, 17)
+        expect(isinstance(got, dict), "a dict", type(got).__name__)
+        missing = [k for k in KEYS if k not in got]
+        expect(not missing, f"keys {', '.join(KEYS)}", f"no {', '.join(missing)}")
+        keys = list(got["model"])
+        expect(keys == want_keys, f"model keys {want_keys[:2]} (unwrap the model first)",
+               f"{keys[:2]} from a {wrapper.__name__} wrapper", "model")  # fmt: skip
+        expect(bool(got["optimizer"].get("state")), "the optimizer's momentum buffers",
+               "an optimizer state without 'state'; use optimizer.state_dict()")  # fmt: skip
+        expect(got["scheduler"] == sched.state_dict(), "scheduler.state_dict()",
+               got["scheduler"], "scheduler")  # fmt: skip
+        expect((got["epoch"], got["step"]) == (2, 17), "epoch 2, step 17",
+               f"epoch {got['epoch']}, step {got['step']}")  # fmt: skip
+        same_rng = isinstance(got["rng"], torch.Tensor) and torch.equal(got["rng"], rng)
+        expect(same_rng, "torch.get_rng_state() at the time of the call",
+               type(got["rng"]).__name__, "rng")  # fmt: skip
+    return "model (unwrapped), optimizer, scheduler, epoch, step and RNG state in one dict"
+
+
+def _recording(calls):
+    real_replace, real_rename = os.replace, os.rename
+
+    def replace(src, dst, *a, **k):
+        calls.append((Path(src), Path(dst)))
+        return real_replace(src, dst, *a, **k)
+
+    def rename(src, dst, *a, **k):
+        calls.append((Path(src), Path(dst)))
+        return real_rename(src, dst, *a, **k)
+
+    return mock.patch.multiple(os, replace=replace, rename=rename)
+
+
+@exercise("06.2", "an atomic save")
+def check_atomic_save(atomic_save):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ckpt.pt"
+        renames = []
+        with _recording(renames):
+            call_answer(atomic_save, {"w": torch.arange(3)}, path)
+        expect(path.is_file(), f"a file at {path.name}", "no file")
+        got = torch.load(path, weights_only=True)
+        expect(torch.equal(got["w"], torch.arange(3)), "the saved tensor back", got)
+        last = renames[-1] if renames else None
+        seen = [(str(s), str(d)) for s, d in renames]
+        expect(last is not None and last[1] == path and last[0].parent == path.parent,
+               "os.replace(a temporary file in the same folder, path)",
+               f"renames {seen}" if renames else "no rename")  # fmt: skip
+        try:  # torch.save cannot pickle a lambda: this save fails halfway
+            call_answer(atomic_save, {"w": torch.ones(2), "bad": lambda: 0}, path)
+        except NotImplementedError:
+            raise
+        except Exception:
+            pass
+        try:
+            after = torch.load(path, weights_only=True)["w"]
+        except Exception as e:
+            raise CheckFailed(
+                f"expected the previous file intact after a failed save, got a broken file "
+                f"({type(e).__name__}); write a temporary file first, then os.replace it"
+            ) from None
+        expect(torch.equal(after, torch.arange(3)), "the previous file intact after a failed save",
+               f"{after.tolist()}")  # fmt: skip
+    return "a failed save leaves the previous file intact; a good one appears in one rename"
+
+
+class _Payload:
+    """Unpickling this creates a folder: a harmless stand-in for malicious code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+@exercise("06.3", "load a checkpoint without running code from it")
+def check_safe_load(safe_load):
+    with tempfile.TemporaryDirectory() as tmp:
+        good, bad, marker = Path(tmp) / "good.pt", Path(tmp) / "bad.pt", Path(tmp) / "PWNED"
+        torch.save({"model": {"w": torch.ones(2)}, "step": 3}, good)
+        got = call_answer(safe_load, good)
+        expect(isinstance(got, dict) and got.get("step") == 3, "the dict saved in good.pt", got)
+        expect(got["model"]["w"].device.type == "cpu", "tensors on the CPU (map_location)",
+               got["model"]["w"].device)  # fmt: skip
+        torch.save({"model": _Payload(marker), "step": 3}, bad)
+        try:
+            call_answer(safe_load, bad)
+        except NotImplementedError:
+            raise
+        except Exception:
+            pass  # refusing the file is right
+        expect(not marker.exists(), "the malicious file refused",
+               "its code ran (it created a folder); load with weights_only=True")  # fmt: skip
+    return "weights_only=True loads tensors and refuses code"
+
+
+def _preempted_run(answer, signal_at):
+    """Run the learner's loop on 6 batches; the signal arrives during step `signal_at`."""
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    steps, saves, fetched = [], [], []
+    opt.register_step_post_hook(lambda *args: steps.append(1))
+    flag = PreemptionFlag()
+
+    def batches():
+        for i in range(1, 7):
+            fetched.append(i)
+            if i == signal_at:  # the signal arrives while step i runs
+                flag.signal = signal.SIGUSR1
+            yield torch.randn(4, 2), torch.randn(4, 1)
+
+    got = call_answer(answer, model, opt, batches(), flag, saves.append)
+    return got, len(steps), saves, len(fetched)
+
+
+@exercise("06.4", "stop between steps when a signal asked to")
+def check_train_until_preempted(train_until_preempted):
+    for signal_at in (3, None):
+        got, steps, saves, fetched = _preempted_run(train_until_preempted, signal_at)
+        want = signal_at or 6
+        what = f"signal during step {signal_at}" if signal_at else "no signal"
+        expect(steps == want, f"{want} optimizer steps", f"{steps}", what)
+        want_saves = [signal_at] if signal_at else []
+        expect(saves == want_saves, f"save({signal_at}) once" if signal_at else "no save",
+               f"saves {saves}", what)  # fmt: skip
+        expect(got == want, f"return {want}", f"return {got!r}", what)
+        expect(fetched == want, f"no batch fetched after step {want}", f"{fetched}", what)
+    return "finishes the step, saves once, and returns; runs to the end without a signal"
