@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -98,6 +99,17 @@ def _new_flags() -> dict[str, object]:
     return {k: v for k, v in candidates.items() if v is not None and _has_fp32(v)}
 
 
+@contextlib.contextmanager
+def _quiet_legacy():
+    """Hide the deprecation warning some PyTorch versions (2.9-2.11) raise on legacy TF32 calls.
+
+    Only around the reads and writes this module makes on its own behalf.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*new API settings to control TF32.*")
+        yield
+
+
 def _has_fp32(obj) -> bool:
     try:
         obj.fp32_precision  # noqa: B018 (reading it is the test)
@@ -123,7 +135,8 @@ def precision_state() -> dict[str, object]:
     state: dict[str, object] = {}
     for name, get in _legacy_getters().items():
         try:
-            state[name] = get()
+            with _quiet_legacy():
+                state[name] = get()
         except RuntimeError:
             state[name] = "error: mixed legacy and new API"
     for name, obj in _new_flags().items():
@@ -144,19 +157,22 @@ def print_precision_state() -> None:
 def _snapshot() -> tuple[dict[str, str], str | None, bool | None]:
     new = {name: obj.fp32_precision for name, obj in _new_flags().items()}
     try:
-        matmul = torch.get_float32_matmul_precision()
-        cudnn = torch.backends.cudnn.allow_tf32
+        with _quiet_legacy():
+            matmul = torch.get_float32_matmul_precision()
+            cudnn = torch.backends.cudnn.allow_tf32
     except RuntimeError:  # mixed state: the legacy values cannot be read (nor need restoring)
         matmul, cudnn = None, None
     return new, matmul, cudnn
 
 
-def _restore(snapshot) -> None:
+def _restore(snapshot, legacy: bool) -> None:
+    """Put back the flags of `snapshot`; the legacy values only if the legacy route changed them."""
     new, matmul, cudnn = snapshot
     # Legacy setters also write the new fields, so they go first and the new fields last.
-    if matmul is not None:
-        torch.set_float32_matmul_precision(matmul)
-        torch.backends.cudnn.allow_tf32 = cudnn
+    if legacy:
+        with _quiet_legacy():
+            torch.set_float32_matmul_precision(matmul)
+            torch.backends.cudnn.allow_tf32 = cudnn
     flags = _new_flags()
     for name, value in new.items():
         flags[name].fp32_precision = value
@@ -171,7 +187,7 @@ def _set_new(mode: str) -> None:
 
 def _set_legacy(mode: str) -> None:
     torch.set_float32_matmul_precision("high" if mode == "tf32" else "highest")
-    torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    torch.backends.cudnn.allow_tf32 = mode == "tf32"  # the user chose this route: warnings show
 
 
 @contextlib.contextmanager
@@ -207,4 +223,4 @@ def fp32_precision(mode: str, api: str = "auto"):
         (_set_new if api == "new" else _set_legacy)(mode)
         yield api
     finally:
-        _restore(snapshot)
+        _restore(snapshot, legacy=api == "legacy")
