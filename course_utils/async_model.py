@@ -130,12 +130,12 @@ def stream_hazards(log: list[tuple], side: str = "side", default: str = "default
             "call s.wait_stream(cuda.current_stream()) before the side-stream work"
         )
     recorded = any(e == ("record_stream", side) for e in log)
-    if not recorded and not any(e[0] in ("sync_all", "host_wait") for e in log[last + 1:]):
+    if not recorded and not any(e[0] in ("sync_all", "host_wait") for e in log[last + 1 :]):
         hazards.append(
             "the input may be freed and its memory reused while the side stream still reads it: "
             "call A.record_stream(s)"
         )
-    if not any(_waits(e, default, side) for e in log[last + 1:]):
+    if not any(_waits(e, default, side) for e in log[last + 1 :]):
         hazards.append(
             "the caller's (default) stream may read the result before the side stream wrote it: "
             "call cuda.current_stream().wait_stream(s) after the side-stream work"

@@ -36,8 +36,10 @@ def show_reference(section: str, name: str = "gpu", directory: Path | None = Non
     if ref is None or section not in ref.get("results", {}):
         print(MISSING.format(name=name))
         return
-    print(f"reference result (not measured here): {ref['device']}, PyTorch {ref['torch']}, "
-          f"{ref['date']}")
+    print(
+        f"reference result (not measured here): {ref['device']}, PyTorch {ref['torch']}, "
+        f"{ref['date']}"
+    )
     for key, value in ref["results"][section].items():
         print(f"  {key}: {value:.4g}" if isinstance(value, float) else f"  {key}: {value}")
 
@@ -101,15 +103,26 @@ def _lesson04_amp(steps: int) -> dict:
     train = make_loader(SyntheticCIFAR10(train=True), batch_size=256)
     test = make_loader(SyntheticCIFAR10(train=False), batch_size=256, shuffle=False)
     out = {}
-    for label, dtype in (("fp32", None), ("fp16 autocast", torch.float16),
-                         ("bf16 autocast", torch.bfloat16)):
+    for label, dtype in (
+        ("fp32", None),
+        ("fp16 autocast", torch.float16),
+        ("bf16 autocast", torch.bfloat16),
+    ):
         torch.manual_seed(0)
         model = WideNet().cuda()
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
         scaler = torch.amp.GradScaler("cuda") if dtype is torch.float16 else None
         for _ in range(2):  # first epoch includes cuDNN autotuning and warm-up
-            stats = train_one_epoch(model, train, opt, device="cuda", progress=False,
-                                    max_steps=steps, autocast_dtype=dtype, scaler=scaler)
+            stats = train_one_epoch(
+                model,
+                train,
+                opt,
+                device="cuda",
+                progress=False,
+                max_steps=steps,
+                autocast_dtype=dtype,
+                scaler=scaler,
+            )
         acc = evaluate(model, test, device="cuda", progress=False, autocast_dtype=dtype).accuracy
         out[f"{label} images/s"] = stats.images_per_second
         out[f"{label} test accuracy"] = acc
@@ -136,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REFERENCE_DIR / "gpu.json")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
-        print("reference_gpu: no CUDA GPU found; nothing recorded (run this on a GPU node)",
-              file=sys.stderr)
+        print(
+            "reference_gpu: no CUDA GPU found; nothing recorded (run this on a GPU node)",
+            file=sys.stderr,
+        )
         return 2  # never exit 0 as if it had run
     ref = record(n04=args.n)
     args.out.parent.mkdir(parents=True, exist_ok=True)

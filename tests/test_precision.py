@@ -130,8 +130,10 @@ def test_fp32_precision_restores_a_non_default_start(api):
         torch.backends.cudnn.allow_tf32 = True
 
 
-@pytest.mark.skipif(not hasattr(torch.backends.cuda.matmul, "fp32_precision"),
-                    reason="needs the fp32_precision API (PyTorch >= 2.9)")
+@pytest.mark.skipif(
+    not hasattr(torch.backends.cuda.matmul, "fp32_precision"),
+    reason="needs the fp32_precision API (PyTorch >= 2.9)",
+)
 def test_new_api_makes_legacy_getters_raise_and_state_reports_it():
     before = precision_state()
     with fp32_precision("tf32", api="new"):

@@ -16,8 +16,12 @@ def test_missing_reference_says_so(tmp_path, capsys):
 
 
 def test_stored_reference_is_printed_with_its_label(tmp_path, capsys):
-    ref = {"device": "NVIDIA A100", "torch": "2.11.0", "date": "2026-01-02",
-           "results": {"lesson04_tf32": {"tf32 relative error": 0.0021, "matmul n": 4096}}}
+    ref = {
+        "device": "NVIDIA A100",
+        "torch": "2.11.0",
+        "date": "2026-01-02",
+        "results": {"lesson04_tf32": {"tf32 relative error": 0.0021, "matmul n": 4096}},
+    }
     (tmp_path / "gpu.json").write_text(json.dumps(ref))
     show_reference("lesson04_tf32", directory=tmp_path)
     out = capsys.readouterr().out

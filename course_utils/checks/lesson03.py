@@ -22,10 +22,16 @@ def check_time_call(time_call):
     expect(isinstance(got, float), "a float (seconds)", type(got).__name__)
     want = _WORK + device.launch_overhead
     if got < _WORK / 2:
-        expect(False, f"about {want:.3g} s (the call's work)",
-               f"{got:.3g} s: the clock stopped at the launch; synchronize before reading it again")
-    expect(abs(got - want) < 1e-6, f"about {want:.3g} s (the call's work only)",
-           f"{got:.3g} s: earlier queued work was counted; synchronize before starting the clock")
+        expect(
+            False,
+            f"about {want:.3g} s (the call's work)",
+            f"{got:.3g} s: the clock stopped at the launch; synchronize before reading it again",
+        )
+    expect(
+        abs(got - want) < 1e-6,
+        f"about {want:.3g} s (the call's work only)",
+        f"{got:.3g} s: earlier queued work was counted; synchronize before starting the clock",
+    )
     return "synchronized before starting and before stopping the clock (on a simulated device)"
 
 
@@ -35,12 +41,13 @@ def check_side_stream_sum(side_stream_sum):
     a = recorder.track(torch.arange(12.0).reshape(3, 4))
     s = recorder.Stream()
     got = call_answer(side_stream_sum, a, s, cuda=recorder)
-    expect(isinstance(got, torch.Tensor) and float(got) == 66.0, "B = A.sum() = 66.0",
-           repr(got))
+    expect(isinstance(got, torch.Tensor) and float(got) == 66.0, "B = A.sum() = 66.0", repr(got))
     hazards = stream_hazards(recorder.log)
     expect(not hazards, "no race", "; ".join(hazards), "stream protocol")
-    return ("side stream waits for the producer, A is recorded on it, the caller waits for B "
-            "(checked on a recording stand-in for torch.cuda)")
+    return (
+        "side stream waits for the producer, A is recorded on it, the caller waits for B "
+        "(checked on a recording stand-in for torch.cuda)"
+    )
 
 
 @exercise("03.3", "read the caching allocator's statistics")
@@ -58,8 +65,12 @@ def check_allocator_report(allocator_report):
     expect(isinstance(got, dict), "a dict", type(got).__name__)
     want = {"in_tensors": 96 * mib, "cached_free": 544 * mib, "peak_in_tensors": 608 * mib}
     for key, value in want.items():
-        expect(got.get(key) == value, f"{key} = {value // mib} MiB",
-               f"{key} = {got.get(key)!r}", "allocator_report(stats)")
+        expect(
+            got.get(key) == value,
+            f"{key} = {value // mib} MiB",
+            f"{key} = {got.get(key)!r}",
+            "allocator_report(stats)",
+        )
     return "in tensors, held by the cache but free, and the peak, from memory_stats() keys"
 
 

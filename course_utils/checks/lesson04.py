@@ -28,14 +28,21 @@ def check_round_to_tf32(answer):
     random = torch.randn(1000, generator=gen) * scale
     for name, x in (("special values", _special_values()), ("random values", random.float())):
         got = call_answer(answer, x.clone())
-        expect(isinstance(got, torch.Tensor) and got.dtype == torch.float32,
-               "a float32 tensor", getattr(got, "dtype", type(got).__name__))
+        expect(
+            isinstance(got, torch.Tensor) and got.dtype == torch.float32,
+            "a float32 tensor",
+            getattr(got, "dtype", type(got).__name__),
+        )
         want = round_to_tf32(x)
         same = got.view(torch.int32) == want.view(torch.int32)
         if not bool(same.all()):
             i = int((~same).nonzero()[0])
-            expect(False, f"{_hex(want[i:i + 1])[0]}", f"{_hex(got[i:i + 1])[0]}",
-                   f"{name}: input {_hex(x[i:i + 1])[0]}")
+            expect(
+                False,
+                f"{_hex(want[i : i + 1])[0]}",
+                f"{_hex(got[i : i + 1])[0]}",
+                f"{name}: input {_hex(x[i : i + 1])[0]}",
+            )
     nan = call_answer(answer, torch.tensor([float("nan")]))
     expect(bool(torch.isnan(nan).all()), "nan to stay nan", nan.tolist())
     return "round to nearest even on the bit pattern, ties, subnormals, overflow, inf and nan"
@@ -55,8 +62,12 @@ def check_choose_precision(choose_precision):
         got = call_answer(choose_precision, bound, n)
         expect(got == want, repr(want), repr(got), f"choose_precision({bound:.2g}, n={n})")
     got = call_answer(choose_precision, 0.1 * errors["ieee"], n)
-    expect(got is None, "None (no mode is accurate enough)", repr(got),
-           f"choose_precision({0.1 * errors['ieee']:.2g}, n={n})")
+    expect(
+        got is None,
+        "None (no mode is accurate enough)",
+        repr(got),
+        f"choose_precision({0.1 * errors['ieee']:.2g}, n={n})",
+    )
     return "picks the fastest of bf16, tf32, ieee whose measured error meets the bound"
 
 
@@ -68,14 +79,25 @@ def check_autocast_loss(autocast_loss):
     got = call_answer(autocast_loss, model, inputs, targets)
     expect(isinstance(got, tuple) and len(got) == 2, "a tuple (logits, loss)", type(got).__name__)
     logits, loss = got
-    expect(logits.dtype == torch.bfloat16, "logits in torch.bfloat16 (Linear runs in bf16)",
-           logits.dtype, "autocast on the CPU")
-    expect(loss.dtype == torch.float32, "the loss in torch.float32 (autocast runs it in fp32)",
-           loss.dtype)
+    expect(
+        logits.dtype == torch.bfloat16,
+        "logits in torch.bfloat16 (Linear runs in bf16)",
+        logits.dtype,
+        "autocast on the CPU",
+    )
+    expect(
+        loss.dtype == torch.float32,
+        "the loss in torch.float32 (autocast runs it in fp32)",
+        loss.dtype,
+    )
     logits, loss = logits.detach(), loss.detach()
     want = F.cross_entropy(logits.float(), targets)
-    expect(torch.allclose(loss, want, atol=1e-4), f"loss {float(want):.4f}",
-           f"{float(loss):.4f}", "cross entropy of the logits")
+    expect(
+        torch.allclose(loss, want, atol=1e-4),
+        f"loss {float(want):.4f}",
+        f"{float(loss):.4f}",
+        "cross entropy of the logits",
+    )
     for p in model.parameters():
         expect(p.dtype == torch.float32, "parameters left in float32", p.dtype)
     return "bf16 matmuls, fp32 loss, fp32 weights: autocast did the casting"
