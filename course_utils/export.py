@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import os
 import shutil
@@ -132,6 +133,23 @@ def export_model(model: torch.nn.Module, example: torch.Tensor, dynamic_batch: b
     return torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes)
 
 
+def export_error(module: torch.nn.Module, example: torch.Tensor) -> str | None:
+    """Why torch.export refuses `module` (the exception's type), or None when it exports.
+
+    torch.export prints and logs the partial graph on stderr when it fails; silenced here: the
+    error's type is what a reader needs.
+    """
+    logging.disable(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            torch.export.export(module, (example,))
+    except Exception as e:
+        return type(e).__name__
+    finally:
+        logging.disable(logging.NOTSET)
+    return None
+
+
 def input_shape_spec(exported) -> str:
     """'-1,3,32,32': the exported program's first input shape, -1 for a dynamic size."""
     spec = exported.graph_signature.user_inputs[0]
@@ -142,7 +160,7 @@ def input_shape_spec(exported) -> str:
 def _package_key(exported, device: str) -> str:
     """Hash of what decides the compiled package: graph, weights, shapes, device, PyTorch."""
     h = hashlib.sha256()
-    for part in (torch.__version__, device, str(exported.graph_module.code),
+    for part in (torch.__version__, device, str(exported.graph),
                  str(exported.range_constraints), input_shape_spec(exported)):
         h.update(part.encode())
     for name, value in sorted(exported.state_dict.items()):
@@ -217,6 +235,12 @@ def _torchscript_notes(api: str):
         print(f"note: {api} is legacy TorchScript, deprecated in favour of torch.export")
     for message in messages:
         print(f"note: {message}")
+
+
+def torchscript_load(path: str | os.PathLike):
+    """Legacy: torch.jit.load a TorchScript file, its deprecation warning printed as one line."""
+    with _torchscript_notes("torch.jit.load"):
+        return torch.jit.load(str(path))
 
 
 def _save_torchscript(module, path: str | os.PathLike) -> Path:
@@ -335,13 +359,20 @@ class CppResult:
 
 
 def run_model(program: str | os.PathLike, model_path, inputs: torch.Tensor, workdir,
-              repeat: int = 0, warmup: int = 5, device: str | None = None) -> CppResult:
-    """Run aoti_run or ts_run on `inputs` through tensor files in `workdir`; read the output."""
+              repeat: int = 0, warmup: int = 5, device: str | None = None,
+              threads: int | None = None) -> CppResult:
+    """Run aoti_run or ts_run on `inputs` through tensor files in `workdir`; read the output.
+
+    `repeat` > 0 makes the program time itself (median of `repeat` calls after `warmup`);
+    `threads` sets its intra-op (OpenMP) threads, else LibTorch's default.
+    """
     workdir = Path(workdir)
     input_file = write_tensor(workdir / "input.tensor", inputs)
     output_file = workdir / "output.tensor"
     output_file.unlink(missing_ok=True)
-    options = ["--warmup", warmup, "--repeat", repeat] + (["--device", device] if device else [])
+    options = ["--warmup", warmup, "--repeat", repeat]
+    options += ["--device", device] if device else []
+    options += ["--threads", threads] if threads else []
     stdout = run_program(program, model_path, input_file, output_file, *options)
     fields = parse_fields(stdout)
     median = float(fields["median_ms"]) if "median_ms" in fields else None

@@ -1,7 +1,7 @@
 // Run an AOTInductor package (.pt2 from torch._inductor.aoti_compile_and_package) on a tensor
 // file and write the output tensor file. With --repeat N it also times the call itself
 // (--warmup untimed calls first) and prints "median_ms: X".
-//   usage: aoti_run MODEL.pt2 INPUT OUTPUT [--warmup N] [--repeat N]
+//   usage: aoti_run MODEL.pt2 INPUT OUTPUT [--warmup N] [--repeat N] [--threads N]
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/cuda.h>
 
@@ -11,7 +11,7 @@
 
 int main(int argc, char** argv) try {
   if (argc < 4) {
-    std::cerr << "usage: aoti_run MODEL.pt2 INPUT OUTPUT [--warmup N] [--repeat N]\n";
+    std::cerr << "usage: aoti_run MODEL.pt2 INPUT OUTPUT [--warmup N] [--repeat N] [--threads N]\n";
     return 2;
   }
   const std::string model_path = argv[1], input_path = argv[2], output_path = argv[3];

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -100,10 +101,11 @@ inline double median_ms(const std::function<void()>& fn, const std::function<voi
   return times[times.size() / 2];
 }
 
-// Options after the positional arguments: --warmup N --repeat N --device NAME
+// Options after the positional arguments: --warmup N --repeat N --device NAME --threads N
 struct Options {
   int warmup = 0;
   int repeat = 0;
+  int threads = 0;  // 0: LibTorch's default (OMP_NUM_THREADS, else one per core)
   std::string device;
 };
 
@@ -116,8 +118,12 @@ inline Options parse_options(int argc, char** argv, int first) {
     if (key == "--warmup") opts.warmup = std::stoi(value);
     else if (key == "--repeat") opts.repeat = std::stoi(value);
     else if (key == "--device") opts.device = value;
-    else throw std::runtime_error("unknown option " + key + " (use --warmup, --repeat, --device)");
+    else if (key == "--threads") opts.threads = std::stoi(value);
+    else throw std::runtime_error("unknown option " + key +
+                                  " (use --warmup, --repeat, --device, --threads)");
   }
+  // Sets OpenMP's thread count too, which AOTInductor's CPU kernels use.
+  if (opts.threads > 0) at::set_num_threads(opts.threads);
   return opts;
 }
 

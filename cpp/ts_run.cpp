@@ -1,7 +1,7 @@
 // Legacy route: run a TorchScript file (torch.jit.trace / torch.jit.script, then .save) on a
 // tensor file and write the output tensor file. TorchScript is deprecated in favour of
 // torch.export + AOTInductor (aoti_run.cpp); this loader is for models you already have.
-//   usage: ts_run MODEL.pt INPUT OUTPUT [--device cpu|cuda] [--warmup N] [--repeat N]
+//   usage: ts_run MODEL.pt INPUT OUTPUT [--device cpu|cuda] [--warmup N] [--repeat N] [--threads N]
 #include <torch/cuda.h>
 #include <torch/script.h>
 
@@ -12,7 +12,7 @@
 int main(int argc, char** argv) try {
   if (argc < 4) {
     std::cerr << "usage: ts_run MODEL.pt INPUT OUTPUT [--device cpu|cuda] [--warmup N] "
-                 "[--repeat N]\n";
+                 "[--repeat N] [--threads N]\n";
     return 2;
   }
   const std::string model_path = argv[1], input_path = argv[2], output_path = argv[3];
