@@ -308,15 +308,21 @@ def _unpickler_reason(message: str) -> str:
 
 
 def _diagnose(path: Path, error: Exception) -> str:
-    """Why torch.load failed, in words: a damaged archive, or the original error."""
+    """Why torch.load failed, in words: a damaged or incomplete archive, or the original error."""
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             bad = z.testzip()
+            names = z.namelist()
         if bad:
             return f"corrupt: member {bad} of the zip archive is damaged; use the previous one"
+        if not any(n.endswith("data.pkl") for n in names):
+            return (
+                "incomplete: the save stopped before the object was written; use the previous one"
+            )
     elif _starts_with(path, ZIP_MAGIC):
         return "truncated or corrupt: the zip archive is incomplete; use the previous one"
-    return f"cannot be read ({type(error).__name__}: {str(error).strip().splitlines()[0]})"
+    first = str(error).strip().split(". ")[0]
+    return f"cannot be read ({type(error).__name__}: {first})"
 
 
 def _starts_with(path: Path, magic: bytes) -> bool:
