@@ -87,4 +87,4 @@ def check_top_operator(top_operator):
     want = max(events, key=lambda e: e.self_cpu_time_total).key
     got = call_answer(top_operator, prof)
     expect(got == want, repr(want), repr(got), "operator with the largest self CPU time")
-    return f"{want} has the largest self CPU time in this profile"
+    return "the operator with the largest self CPU time, from key_averages()"
