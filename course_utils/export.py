@@ -108,15 +108,17 @@ def read_tensor(path: str | os.PathLike) -> torch.Tensor:
     values = np.frombuffer(data, dtype="<f4")
     if values.size != int(np.prod(shape)):
         raise ValueError(
-            f"{path}: shape {shape} needs {np.prod(shape)} values, found {values.size}")
+            f"{path}: shape {shape} needs {np.prod(shape)} values, found {values.size}"
+        )
     return torch.from_numpy(values.reshape(shape).copy())
 
 
 # ---------------------------------------------------------------------------- export
 
 
-def export_model(model: torch.nn.Module, example: torch.Tensor, dynamic_batch: bool = True,
-                 max_batch: int = 4096):
+def export_model(
+    model: torch.nn.Module, example: torch.Tensor, dynamic_batch: bool = True, max_batch: int = 4096
+):
     """torch.export the model in eval mode; dimension 0 is dynamic (1..max_batch) if asked.
 
     The example's batch must be at least 2: torch.export specializes sizes 0 and 1.
@@ -160,8 +162,13 @@ def input_shape_spec(exported) -> str:
 def _package_key(exported, device: str) -> str:
     """Hash of what decides the compiled package: graph, weights, shapes, device, PyTorch."""
     h = hashlib.sha256()
-    for part in (torch.__version__, device, str(exported.graph),
-                 str(exported.range_constraints), input_shape_spec(exported)):
+    for part in (
+        torch.__version__,
+        device,
+        str(exported.graph),
+        str(exported.range_constraints),
+        input_shape_spec(exported),
+    ):
         h.update(part.encode())
     for name, value in sorted(exported.state_dict.items()):
         h.update(name.encode())
@@ -230,7 +237,8 @@ def _torchscript_notes(api: str):
         warnings.simplefilter("always")
         yield
     messages = dict.fromkeys(
-        f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught)
+        f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught
+    )
     if not any(m.startswith("FutureWarning") for m in messages):
         print(f"note: {api} is legacy TorchScript, deprecated in favour of torch.export")
     for message in messages:
@@ -306,13 +314,24 @@ def _configure(source: Path, folder: Path, use_cuda_toolkit: bool) -> None:
         return
     shutil.rmtree(folder, ignore_errors=True)  # another PyTorch: start clean
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    _run(["cmake", "-S", str(source), "-B", str(folder), *generator,
-          f"-DCMAKE_PREFIX_PATH={prefix}",
-          f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}"], "cmake configure")
+    _run(
+        [
+            "cmake",
+            "-S",
+            str(source),
+            "-B",
+            str(folder),
+            *generator,
+            f"-DCMAKE_PREFIX_PATH={prefix}",
+            f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}",
+        ],
+        "cmake configure",
+    )
 
 
-def build_programs(targets=PROGRAMS, folder: str | os.PathLike | None = None,
-                   use_cuda_toolkit: bool = False) -> Build:
+def build_programs(
+    targets=PROGRAMS, folder: str | os.PathLike | None = None, use_cuda_toolkit: bool = False
+) -> Build:
     """Configure (once) and build the C++ programs; only changed sources are recompiled."""
     missing = toolchain_missing()
     if missing:
@@ -324,8 +343,18 @@ def build_programs(targets=PROGRAMS, folder: str | os.PathLike | None = None,
     start = time.perf_counter()
     configured = not (folder / "CMakeCache.txt").is_file()
     _configure(cpp_source_dir(), folder, use_cuda_toolkit)
-    done = _run(["cmake", "--build", str(folder), "--parallel", str(allocated_cpus()),
-                 "--target", *targets], "cmake --build")
+    done = _run(
+        [
+            "cmake",
+            "--build",
+            str(folder),
+            "--parallel",
+            str(allocated_cpus()),
+            "--target",
+            *targets,
+        ],
+        "cmake --build",
+    )
     up_to_date = "no work to do" in done.stdout or "Linking" not in done.stdout
     return Build(folder, time.perf_counter() - start, configured, up_to_date)
 
@@ -338,11 +367,13 @@ def run_program(program: str | os.PathLike, *args, timeout: float = 300) -> str:
     program = Path(program)
     if not program.is_file():
         raise ValueError(f"no program at {program}; build it first with build_programs()")
-    done = subprocess.run([str(program), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(
+        [str(program), *map(str, args)], capture_output=True, text=True, timeout=timeout
+    )
     if done.returncode != 0:
         raise CppProgramError(
-            f"{program.name} exited with code {done.returncode}: {done.stderr.strip()}")
+            f"{program.name} exited with code {done.returncode}: {done.stderr.strip()}"
+        )
     return done.stdout
 
 
@@ -358,9 +389,16 @@ class CppResult:
     stdout: str
 
 
-def run_model(program: str | os.PathLike, model_path, inputs: torch.Tensor, workdir,
-              repeat: int = 0, warmup: int = 5, device: str | None = None,
-              threads: int | None = None) -> CppResult:
+def run_model(
+    program: str | os.PathLike,
+    model_path,
+    inputs: torch.Tensor,
+    workdir,
+    repeat: int = 0,
+    warmup: int = 5,
+    device: str | None = None,
+    threads: int | None = None,
+) -> CppResult:
     """Run aoti_run or ts_run on `inputs` through tensor files in `workdir`; read the output.
 
     `repeat` > 0 makes the program time itself (median of `repeat` calls after `warmup`);
@@ -383,15 +421,20 @@ def cuda_check(program: str | os.PathLike, seed: int = 0) -> dict:
     """Run cuda_check: whether LibTorch sees CUDA, the device, and its random tensor."""
     fields = parse_fields(run_program(program, seed))
     values = [float(v) for v in fields["tensor"].split()]
-    return {"cuda": fields["cuda available"] == "true", "devices": int(fields["cuda devices"]),
-            "device": fields["device"], "tensor": torch.tensor(values).reshape(2, 3)}
+    return {
+        "cuda": fields["cuda available"] == "true",
+        "devices": int(fields["cuda devices"]),
+        "device": fields["device"],
+        "tensor": torch.tensor(values).reshape(2, 3),
+    }
 
 
 # ---------------------------------------------------------------------------- the batch job
 
 
-def demo(workdir: str | os.PathLike = "runs/07_cpp", weights: str | None = None,
-         batch: int = 64) -> int:
+def demo(
+    workdir: str | os.PathLike = "runs/07_cpp", weights: str | None = None, batch: int = 64
+) -> int:
     """Export Net, package it for this node's device, build and run the C++ program, compare.
 
     What slurm/cpp_job.sh runs on a compute node: the package must be compiled on the kind of
@@ -410,8 +453,10 @@ def demo(workdir: str | os.PathLike = "runs/07_cpp", weights: str | None = None,
     x = torch.randn(batch, *SAMPLE_SHAPE, device=device)
     workdir = Path(workdir)
     package = aoti_package(export_model(model, x[:2]), workdir / "net.pt2")
-    print(f"device {device}; package {package.path} "
-          f"({'reused' if package.reused else f'compiled in {package.seconds:.1f} s'})")
+    print(
+        f"device {device}; package {package.path} "
+        f"({'reused' if package.reused else f'compiled in {package.seconds:.1f} s'})"
+    )
     build = build_programs(["aoti_run"])
     print(build)
     result = run_model(build.program("aoti_run"), package.path, x, workdir, repeat=50)
@@ -420,8 +465,10 @@ def demo(workdir: str | os.PathLike = "runs/07_cpp", weights: str | None = None,
         eager = time_fn(model, x)
     diff = (result.output - want).abs().max().item()
     print(f"max |C++ - Python| = {diff:.2e}")
-    print(f"latency, batch {batch}: Python eager {eager.median * 1e3:.3f} ms, "
-          f"C++ AOTInductor {result.median_ms:.3f} ms")
+    print(
+        f"latency, batch {batch}: Python eager {eager.median * 1e3:.3f} ms, "
+        f"C++ AOTInductor {result.median_ms:.3f} ms"
+    )
     return 0 if diff <= 1e-4 else 1
 
 
@@ -430,8 +477,9 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(description=demo.__doc__.splitlines()[0])
     parser.add_argument("--workdir", default="runs/07_cpp")
-    parser.add_argument("--weights", help="a state_dict saved by lesson 07, e.g. "
-                        "notebooks/runs/07/net_weights.pt")
+    parser.add_argument(
+        "--weights", help="a state_dict saved by lesson 07, e.g. notebooks/runs/07/net_weights.pt"
+    )
     parser.add_argument("--batch", type=int, default=64)
     a = parser.parse_args()
     sys.exit(demo(a.workdir, a.weights, a.batch))

@@ -49,19 +49,27 @@ def stub(*args):
     raise NotImplementedError("Exercise 07.k")
 
 
-@pytest.mark.parametrize("exercise_id, answer", [
-    ("07.1", export_dynamic), ("07.2", gated_cond), ("07.3", kernels_available)])
+@pytest.mark.parametrize(
+    "exercise_id, answer",
+    [("07.1", export_dynamic), ("07.2", gated_cond), ("07.3", kernels_available)],
+)
 def test_reference_answers_pass(exercise_id, answer):
     result = run_check(exercise_id, answer)
     assert result.verdict == PASSED, result.message
 
 
-@pytest.mark.parametrize("exercise_id, answer, message", [
-    ("07.1", export_static, r"batch 3: expected the program to accept any batch size"),
-    ("07.2", gated_if, r"expected torch.export to capture gated, got .*use torch.cond"),
-    ("07.3", exact_match_only,
-     r"kernels_available\(\(8, 6\), \['sm_80'\]\): expected True, got False"),
-])
+@pytest.mark.parametrize(
+    "exercise_id, answer, message",
+    [
+        ("07.1", export_static, r"batch 3: expected the program to accept any batch size"),
+        ("07.2", gated_if, r"expected torch.export to capture gated, got .*use torch.cond"),
+        (
+            "07.3",
+            exact_match_only,
+            r"kernels_available\(\(8, 6\), \['sm_80'\]\): expected True, got False",
+        ),
+    ],
+)
 def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
     result = run_check(exercise_id, answer)
     assert result.verdict == FAILED

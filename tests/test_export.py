@@ -17,8 +17,9 @@ from course_utils import export as ex
 from course_utils.models import Net
 
 MISSING = ex.toolchain_missing()
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="needs a CUDA GPU, found none")
+needs_cuda = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU, found none"
+)
 
 
 def _net(seed: int = 0) -> Net:
@@ -130,8 +131,11 @@ def model_and_package(tmp_path_factory):
 def torchscript_files(tmp_path_factory):
     model, folder = _net(seed=2), tmp_path_factory.mktemp("ts")
     example = torch.randn(4, 3, 32, 32)
-    return model, ex.torchscript_trace(model, example, folder / "t.pt"), ex.torchscript_script(
-        model, folder / "s.pt")
+    return (
+        model,
+        ex.torchscript_trace(model, example, folder / "t.pt"),
+        ex.torchscript_script(model, folder / "s.pt"),
+    )
 
 
 @pytest.mark.slow
@@ -171,8 +175,14 @@ def test_aoti_package_in_python_and_cpp_at_two_batch_sizes(programs, model_and_p
 @pytest.mark.slow
 def test_aoti_cpp_times_itself(programs, model_and_package, tmp_path):
     _, package = model_and_package
-    got = ex.run_model(programs.program("aoti_run"), package, torch.randn(2, 3, 32, 32),
-                       tmp_path, repeat=5, warmup=1)
+    got = ex.run_model(
+        programs.program("aoti_run"),
+        package,
+        torch.randn(2, 3, 32, 32),
+        tmp_path,
+        repeat=5,
+        warmup=1,
+    )
     assert got.median_ms is not None and got.median_ms > 0
 
 
@@ -199,16 +209,21 @@ def test_torchscript_cpp_matches_python(programs, torchscript_files, tmp_path, w
 @pytest.mark.parametrize("program", ["aoti_run", "ts_run"])
 def test_missing_model_file_is_a_clear_error(programs, tmp_path, program):
     with pytest.raises(ex.CppProgramError, match=f"{program} error: cannot open model file .*nope"):
-        ex.run_model(programs.program(program), tmp_path / "nope", torch.zeros(1, 3, 32, 32),
-                     tmp_path)
+        ex.run_model(
+            programs.program(program), tmp_path / "nope", torch.zeros(1, 3, 32, 32), tmp_path
+        )
 
 
 @pytest.mark.slow
 def test_missing_input_file_is_a_clear_error(programs, model_and_package, tmp_path):
     _, package = model_and_package
     with pytest.raises(ex.CppProgramError, match="cannot open input file .*missing.tensor"):
-        ex.run_program(programs.program("aoti_run"), package, tmp_path / "missing.tensor",
-                       tmp_path / "out.tensor")
+        ex.run_program(
+            programs.program("aoti_run"),
+            package,
+            tmp_path / "missing.tensor",
+            tmp_path / "out.tensor",
+        )
 
 
 @pytest.mark.slow
@@ -216,13 +231,15 @@ def test_not_a_tensor_file_is_a_clear_error(programs, model_and_package, tmp_pat
     _, package = model_and_package
     (tmp_path / "bad.tensor").write_text("1 2 3\n")
     with pytest.raises(ex.CppProgramError, match="is not a course tensor file"):
-        ex.run_program(programs.program("aoti_run"), package, tmp_path / "bad.tensor",
-                       tmp_path / "out.tensor")
+        ex.run_program(
+            programs.program("aoti_run"), package, tmp_path / "bad.tensor", tmp_path / "out.tensor"
+        )
 
 
 @pytest.mark.slow
-def test_wrong_input_shape_is_a_clear_error(programs, model_and_package, torchscript_files,
-                                            tmp_path):
+def test_wrong_input_shape_is_a_clear_error(
+    programs, model_and_package, torchscript_files, tmp_path
+):
     _, package = model_and_package
     _, _, scripted = torchscript_files
     wrong = torch.zeros(2, 1, 28, 28)

@@ -11,20 +11,29 @@ def check_export_dynamic(export_with_dynamic_batch):
     torch.manual_seed(0)
     model = Net().eval()
     got = call_answer(export_with_dynamic_batch, model, torch.randn(4, 3, 32, 32))
-    expect(isinstance(got, torch.export.ExportedProgram), "a torch.export.ExportedProgram",
-           type(got).__name__)
+    expect(
+        isinstance(got, torch.export.ExportedProgram),
+        "a torch.export.ExportedProgram",
+        type(got).__name__,
+    )
     for batch in (3, 9):
         x = torch.randn(batch, 3, 32, 32)
         try:
             out = got.module()(x)
         except Exception as e:  # a static export rejects other batch sizes with a guard error
             first = (str(e).splitlines() or [type(e).__name__])[0]
-            raise CheckFailed(f"batch {batch}: expected the program to accept any batch size, "
-                              f"got {type(e).__name__}: {first} (pass dynamic_shapes with a "
-                              "torch.export.Dim for dimension 0)") from None
+            raise CheckFailed(
+                f"batch {batch}: expected the program to accept any batch size, "
+                f"got {type(e).__name__}: {first} (pass dynamic_shapes with a "
+                "torch.export.Dim for dimension 0)"
+            ) from None
         with torch.no_grad():
-            expect(torch.allclose(out, model(x), atol=1e-5), "the model's outputs",
-                   "different values", f"batch {batch}")
+            expect(
+                torch.allclose(out, model(x), atol=1e-5),
+                "the model's outputs",
+                "different values",
+                f"batch {batch}",
+            )
     return "one exported program serves batches of 3 and 9, with the model's outputs"
 
 
@@ -41,12 +50,18 @@ def check_cond(gated):
         program = torch.export.export(Gate(), (pos,))
     except Exception as e:
         first = (str(e).splitlines() or [type(e).__name__])[0]
-        raise CheckFailed(f"expected torch.export to capture gated, got {type(e).__name__}: "
-                          f"{first} (use torch.cond instead of a Python if)") from None
+        raise CheckFailed(
+            f"expected torch.export to capture gated, got {type(e).__name__}: "
+            f"{first} (use torch.cond instead of a Python if)"
+        ) from None
     for x, want, name in ((pos, pos * 2, "sum > 0"), (neg, neg - 1, "sum <= 0")):
         got = program.module()(x.clone())
-        expect(torch.allclose(got, want), want.tolist(), got.tolist(),
-               f"exported program, branch {name}")
+        expect(
+            torch.allclose(got, want),
+            want.tolist(),
+            got.tolist(),
+            f"exported program, branch {name}",
+        )
     return "the exported program keeps both branches (torch.cond)"
 
 
@@ -70,6 +85,7 @@ ARCH_CASES = [
 def check_kernels_available(kernels_available):
     for capability, arch_list, want in ARCH_CASES:
         got = call_answer(kernels_available, capability, list(arch_list))
-        expect(got is want or got == want, want, got,
-               f"kernels_available({capability}, {arch_list})")
+        expect(
+            got is want or got == want, want, got, f"kernels_available({capability}, {arch_list})"
+        )
     return f"all {len(ARCH_CASES)} GPU/build combinations decided correctly"
