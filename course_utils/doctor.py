@@ -67,15 +67,29 @@ def versions() -> list[Finding]:
     return rows
 
 
+ARCH_NAME = re.compile(r"^(?P<kind>sm|compute)_(?P<major>\d+)(?P<minor>\d)(?P<suffix>[a-z]?)$")
+
+
 def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
-    """Whether kernels for a GPU of `capability` are in the build (exact sm_XY, or PTX to JIT)."""
-    major, minor = capability
-    sm = f"sm_{major}{minor}"
-    if sm in arch_list:
-        return True
-    # PTX of an equal or older architecture of the same major version can be compiled at load time.
-    ptx = [a for a in arch_list if a.startswith("compute_")]
-    return any(int(a.split("_")[1]) <= major * 10 + minor for a in ptx)
+    """Whether this build has kernels a GPU of `capability` can run.
+
+    A cubin sm_XY runs on GPUs of the same major version X and minor >= Y; an arch-specific
+    cubin (sm_90a) only on exactly that GPU; PTX (compute_XY) is JIT-compiled for any GPU >= X.Y.
+    """
+    for arch in arch_list:
+        m = ARCH_NAME.match(arch)
+        if not m:
+            continue
+        built = (int(m["major"]), int(m["minor"]))
+        if m["kind"] == "compute":
+            ok = built <= capability
+        elif m["suffix"]:
+            ok = built == tuple(capability)
+        else:
+            ok = built[0] == capability[0] and built[1] <= capability[1]
+        if ok:
+            return True
+    return False
 
 
 def gpus() -> list[Finding]:
