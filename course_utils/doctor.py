@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
