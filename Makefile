@@ -30,8 +30,10 @@ $(KERNEL): $(VENV)/.installed
 
 lab: setup
 	@echo "Open http://127.0.0.1:$(PORT)/lab?token=$(TOKEN)  (Ctrl-C to stop)"
+	# news_url=None: no "get Jupyter news?" pop-up over the lesson (nodes have no internet anyway).
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
-		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG)
+		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG) \
+		--LabApp.news_url=None
 
 test: setup
 	$(BIN)/course release --check
@@ -56,3 +58,38 @@ lint: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+# --- GPU verification: `make test-gpu` on a GPU machine ----------------------------------------
+# The GPU machine has Python 3.12 and PyTorch but no internet and no jupyter/nbval, so the test
+# tools travel as wheels. 1) Where there is internet (any x86_64 Linux; add
+# --platform manylinux2014_aarch64 to GPU_WHEEL_OPTS for an ARM node):  make gpu-wheels
+# 2) Copy the repository with wheels/ to the GPU machine and run:  make test-gpu
+# It records the benchmarks and lesson 03/04 references in course_utils/reference/*.json (device,
+# PyTorch version, date: commit them, the lessons show them), runs the `gpu` tests, and runs every
+# solution notebook under nbval-lax (their stored outputs were recorded on a CPU, so GPU cells
+# differ; every cell must still run without error).
+GPU_PYTHON ?= python3
+GPU_VENV ?= .venv-gpu
+WHEELS ?= wheels
+GPU_WHEEL_OPTS ?= --python-version 3.12 --only-binary=:all:
+GPU_TOOLS := nbval==0.11.0 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 ipywidgets==8.1.9 \
+	line_profiler==5.1.0 psutil==7.2.2
+GPU_RUN := PYTHONPATH=$(CURDIR) $(GPU_VENV)/bin/python
+
+.PHONY: gpu-wheels test-gpu
+
+gpu-wheels:
+	python3 -m pip download $(GPU_WHEEL_OPTS) -d $(WHEELS) $(GPU_TOOLS)
+
+# On top of the machine's own PyTorch (--system-site-packages); course_utils from this checkout.
+$(GPU_VENV)/.installed:
+	$(GPU_PYTHON) -m venv --system-site-packages $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install --no-index --find-links $(WHEELS) $(GPU_TOOLS)
+	@touch $@
+
+test-gpu: $(GPU_VENV)/.installed
+	$(GPU_RUN) -c 'import torch; assert torch.cuda.is_available(), "test-gpu needs a CUDA GPU"'
+	$(GPU_RUN) -m benchmarks --device cuda --out-dir course_utils/reference
+	$(GPU_RUN) -m course_utils.reference_gpu
+	$(GPU_RUN) -m pytest -m gpu -o addopts=-ra tests
+	$(GPU_RUN) -m pytest --nbval-lax $(NBVAL_OPTS) solutions
