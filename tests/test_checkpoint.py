@@ -293,3 +293,27 @@ def test_save_and_load_overhead_against_plain_torch_save(tmp_path, capsys):
     assert size_ours - size_plain < 20_000
     assert save_ours < 10 * save_plain + 0.5 and load_ours < 10 * load_plain + 0.2
     assert sorted(os.listdir(tmp_path)) == ["ours.pt", "plain.pt"], "no temporary files left"
+
+
+# ----------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_checkpoint_maps_to_this_device_and_restores_cuda_rng(tmp_path):
+    model = small_model().cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(5, 4, device="cuda")).sum().backward()
+    opt.step()
+    path = save_checkpoint(tmp_path / "c.pt", model=model, optimizer=opt)
+    on_cpu = load_checkpoint(path, map_location="cpu")
+    assert all(t.device.type == "cpu" for t in on_cpu["model"].values())
+    default = load_checkpoint(path)  # this rank's current device
+    assert all(t.device == ck.default_map_location() for t in default["model"].values())
+    fresh = small_model(seed=1).cuda()
+    load_checkpoint(path, model=fresh)
+    assert_same_state(fresh.state_dict(), model.state_dict())
+    ck.set_rng_state(on_cpu["rng"])
+    first = torch.rand(3, device="cuda")
+    ck.set_rng_state(on_cpu["rng"])
+    assert torch.equal(torch.rand(3, device="cuda"), first), "CUDA random stream continues"
