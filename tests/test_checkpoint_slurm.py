@@ -35,7 +35,7 @@ def test_script_asks_for_signal_and_requeue_and_forwards_the_signal():
     assert re.search(r"^#SBATCH --requeue$", text, re.M)
     assert re.search(r"^#SBATCH --open-mode=append$", text, re.M), "keep the first run's output"
     assert re.search(r"^source .*config\.sh\"$", text, re.M)
-    assert re.search(r"^trap .*USR1$", text, re.M) and 'pid=$!' in text and 'wait "$pid"' in text
+    assert re.search(r"^trap .*USR1$", text, re.M) and "pid=$!" in text and 'wait "$pid"' in text
 
 
 @pytest.mark.slurm
