@@ -26,8 +26,9 @@ step() { local t=$SECONDS; "$@"; echo "browser-setup: $1 ... $((SECONDS - t)) s"
 install_chromium() {
     [ -x /usr/bin/chromium ] && return
     # The package lists may be missing on a fresh machine.
-    apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 ||
-        { apt-get update -qq && apt-get install -y --no-install-recommends chromium >/dev/null; }
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 ||
+        { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 }
 
 install_playwright() {
@@ -40,7 +41,7 @@ install_centre() {
     [ "$(cat "$HOME_DIR/stamp" 2>/dev/null)" = "$STAMP" ] && return
     rm -rf "$CENTRE" "$HOME_DIR/node"
     python3 -m venv "$CENTRE"
-    "$CENTRE/bin/python" -m pip install --quiet "jupyterhub==$JUPYTERHUB" "jupyterlab==$JUPYTERLAB" \
+    "$CENTRE/bin/python" -m pip install --quiet --no-compile "jupyterhub==$JUPYTERHUB" "jupyterlab==$JUPYTERLAB" \
         "jupyterlab_widgets==$JUPYTERLAB_WIDGETS"
     npm install --silent --no-audit --no-fund --prefix "$HOME_DIR/node" "configurable-http-proxy@$CHP"
     echo "$STAMP" >"$HOME_DIR/stamp"

@@ -193,3 +193,65 @@ def screenshot(target, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     target.screenshot(path=str(path))
     return path
+
+
+# ---------------------------------------------------------------- a centre's JupyterHub
+
+HUB_CONFIG = """\
+# A centre's hub, reduced to one machine: dummy logins, servers as local processes.
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_port = {hub_port}
+c.JupyterHub.db_url = "sqlite:///{tmp}/hub.sqlite"
+c.JupyterHub.cookie_secret_file = "{tmp}/cookie_secret"
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = "{tmp}/home/{{username}}"
+# Absolute paths: the hub does not search the centre venv's bin/ for these.
+c.ConfigurableHTTPProxy.command = ["{proxy}"]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.Spawner.cmd = ["{centre}/bin/jupyterhub-singleuser"]
+# As root the single-user server refuses to start without it ("server never showed up").
+c.Spawner.args = {args!r}
+c.Spawner.default_url = "/lab"
+c.Spawner.http_timeout = 120
+c.Spawner.start_timeout = 120
+"""
+
+
+def write_hub_config(tmp: Path, port: int) -> Path:
+    args = ["--allow-root"] if os.geteuid() == 0 else []
+    config = tmp / "jupyterhub_config.py"
+    config.write_text(HUB_CONFIG.format(
+        port=port, hub_port=free_port(), proxy_api_port=free_port(), tmp=tmp, proxy=PROXY,
+        centre=CENTRE, args=args))
+    return config
+
+
+def register_course_kernel(home: Path) -> None:
+    """What a learner does once in a terminal with the course environment: a --user kernel."""
+    subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "ipykernel", "install",
+                    "--user", "--name", "course", "--display-name", KERNEL_DISPLAY],
+                   env=dict(os.environ, HOME=str(home)), check=True, capture_output=True)
+
+
+def hub_login(page, base: str, user: str) -> None:
+    """Log in through the hub's form; the hub spawns the server and redirects into JupyterLab."""
+    page.goto(f"{base}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", "any")
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{user}/lab"), timeout=150_000)
+
+
+def add_cell_and_run(page, code: str) -> None:
+    """Insert a cell below the last one, type `code` and run it, as a learner would."""
+    last = notebook(page).locator(".jp-Cell").last
+    last.click()
+    page.keyboard.press("Escape")
+    if last.locator(".cm-content").text_content().strip():  # else reuse the empty last cell
+        page.keyboard.press("b")
+    page.keyboard.press("Enter")
+    page.keyboard.type(code)
+    page.keyboard.press("Shift+Enter")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import time
 from pathlib import Path
 
 import browser_support as bs
@@ -107,6 +108,8 @@ def _assert_figure(page, name: str) -> None:
     image.wait_for(timeout=10_000)
     width = image.evaluate("img => img.naturalWidth")
     assert width >= 300, f"figure {width} px wide"
+    image.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)  # cells re-lay out as they come into view
     bs.screenshot(image, f"{name}-figure")
 
 
@@ -123,3 +126,51 @@ def test_lab_lesson02_widget_and_figure(lab, page):
     _assert_figure(page, "lab-02")
     _assert_live_widget_answers(page, "lab-02")
     print(f"lesson 02 ran in the browser in {seconds:.1f} s")
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    """A centre's JupyterHub from its own venv; the course environment only a registered kernel.
+
+    Yields (base URL, the learner's home). Lesson 00 lies in the home, which the server serves.
+    """
+    bs.require((bs.CENTRE / "bin" / "jupyterhub").exists(), f"JupyterHub in {bs.CENTRE}")
+    bs.require(bs.PROXY.exists(), f"configurable-http-proxy at {bs.PROXY}")
+    tmp = tmp_path_factory.mktemp("hub")
+    home = tmp / "home" / "learner"
+    bs.copy_lessons(home, [LESSON_00])
+    bs.register_course_kernel(home)
+    port = bs.free_port()
+    config = bs.write_hub_config(tmp, port)
+    proc = bs.start([str(bs.CENTRE / "bin" / "jupyterhub"), "-f", str(config)], tmp / "hub.log",
+                    cwd=tmp)
+    try:
+        bs.wait_for_http(f"http://127.0.0.1:{port}/hub/api", proc, tmp / "hub.log", 120)
+        yield f"http://127.0.0.1:{port}", home
+    finally:
+        # The hub stops the learner's server and the proxy; anything left running from tmp goes.
+        bs.stop(proc, leftovers_under=tmp)
+
+
+def test_hub_learner_runs_lesson00_and_widgets_render(hub, page):
+    base, home = hub
+    started = time.monotonic()
+    bs.hub_login(page, base, "learner")
+    spawned = time.monotonic() - started
+    seconds = _run_lesson(page, f"{base}/user/learner/lab/tree/{LESSON_00}", "hub-00")
+    # doctor, run by the course kernel, read the centre's widget extension through its server.
+    _assert_doctor_table(page)
+    text = "\n".join(bs.outputs(page, "application/vnd.jupyter.stdout"))
+    assert re.search(rf"^widgets .*server in {re.escape(str(bs.CENTRE))}", text, re.M), text
+    # The lesson's widget and figure need nothing else from the kernel side (test_lab_lesson02 runs
+    # them); here what differs is the server, so a learner's probe cell suffices.
+    bs.add_cell_and_run(page, "import ipywidgets as w; w.IntSlider(value=7, description='probe')")
+    slider = bs.notebook(page).locator(".widget-slider").last
+    slider.wait_for(timeout=30_000)
+    assert slider.locator(".widget-readout").inner_text() == "7"
+    slider.locator("[role='slider'], .noUi-handle").first.press("ArrowRight")
+    assert slider.locator(".widget-readout").inner_text() == "8"
+    bs.add_cell_and_run(page, "import matplotlib.pyplot as plt; plt.plot([1, 4, 9]); plt.show()")
+    _assert_figure(page, "hub-probe")
+    bs.screenshot(page, "hub-00-probes")
+    print(f"hub: login + spawn {spawned:.1f} s, lesson 00 {seconds:.1f} s")
