@@ -216,9 +216,9 @@ def save_checkpoint(
 ):
     """Save everything a resume needs to `path`, atomically. Returns the path (None on ranks > 0).
 
-    `extra` adds named entries, e.g. `sampler=sampler.state_dict()` and `config=vars(args)`
-    (plain values only). Under torch.distributed only rank 0 writes; every rank then waits at a
-    barrier so that no rank goes on (or exits) before the file exists.
+    `extra` adds named entries, e.g. `sampler={"epoch": 3, "start": 640}` (default: the epoch)
+    and `config=vars(args)` (plain values only). Under torch.distributed only rank 0 writes;
+    every rank then waits at a barrier so that no rank goes on (or exits) before the file exists.
     """
     state = {
         "format": FORMAT,
@@ -228,7 +228,7 @@ def save_checkpoint(
         "scaler": scaler.state_dict() if scaler is not None else None,
         "epoch": int(epoch),
         "step": int(step),
-        "sampler": extra.pop("sampler", None),
+        "sampler": extra.pop("sampler", {"epoch": int(epoch)}),  # for DistributedSampler.set_epoch
         "rng": rng_state(),
         "config": extra.pop("config", {}),
         "torch_version": str(torch.__version__),  # a plain str: TorchVersion is a class

@@ -119,6 +119,78 @@ def _check_same_run(saved: dict, config: Config) -> None:
         )
 
 
+class Run:
+    """One training run: its pieces, where it stands (epoch, step, position), save and resume."""
+
+    def __init__(self, config: Config, log=print):
+        torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)
+        self.config, self.log = config, log
+        self.model = TinyNet()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=config.lr, momentum=0.9)
+        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=10, gamma=0.8)
+        dataset = SyntheticCIFAR10(train=True, size=config.dataset_size, seed=config.seed)
+        self.sampler = ResumableSampler(len(dataset), seed=config.seed)
+        # Its own generator: otherwise every `iter(loader)` draws a worker seed from the global
+        # RNG, and a resume mid-epoch (one extra iter) would shift every later dropout mask.
+        generator = torch.Generator().manual_seed(config.seed)
+        self.loader = DataLoader(
+            dataset, config.batch_size, sampler=self.sampler, generator=generator
+        )
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.step = self.epoch = self.position = 0  # position: samples used in this epoch
+
+    def resume(self, restore_rng: bool = True, restore_position: bool = True) -> None:
+        """Continue from the newest usable checkpoint, if there is one."""
+        rng_before = torch.get_rng_state()
+        ckpt = resume_or_start(
+            self.config.ckpt_dir, model=self.model, optimizer=self.optimizer,
+            scheduler=self.scheduler, map_location="cpu", log=self.log,
+        )  # fmt: skip
+        if ckpt is None:
+            return
+        _check_same_run(ckpt["config"], self.config)
+        self.step, self.epoch, self.position = ckpt["step"], ckpt["epoch"], ckpt["sampler"]["start"]
+        if not restore_rng:
+            torch.set_rng_state(rng_before)
+        if not restore_position:
+            self.position = 0
+
+    def save(self) -> None:
+        save_checkpoint(
+            checkpoint_path(self.config.ckpt_dir, self.step), model=self.model,
+            optimizer=self.optimizer, scheduler=self.scheduler, epoch=self.epoch, step=self.step,
+            sampler={"epoch": self.epoch, "start": self.position, "seed": self.config.seed},
+            config=asdict(self.config),
+        )  # fmt: skip
+        rotate_checkpoints(self.config.ckpt_dir, self.config.keep_last)
+
+    def batches(self):
+        """The batches still to come, epoch after epoch, from where the run stands."""
+        while self.epoch < self.config.epochs:
+            self.sampler.set_epoch(self.epoch, start=self.position)
+            yield from self.loader
+
+    def train_step(self, inputs, targets) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(inputs), targets)
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step, self.position = self.step + 1, self.position + len(targets)
+        if self.position >= self.sampler.num_samples:
+            self.epoch, self.position = self.epoch + 1, 0
+        return loss.item()
+
+    def stop(self, flag: PreemptionFlag):
+        """Save, requeue under Slurm, exit: 0 when requeued, else EX_TEMPFAIL (run me again)."""
+        self.save()
+        requeued = requeue_job()
+        then = "job requeued" if requeued else "run again to resume"
+        self.log(f"got {flag.name} at step {self.step}: checkpoint saved; {then}")
+        raise SystemExit(0 if requeued else EX_TEMPFAIL)
+
+
 def train(
     config: Config,
     *,
@@ -132,89 +204,27 @@ def train(
     `stop_after` simulates a crash after that many steps of this call (nothing extra is saved).
     `restore_rng=False` and `restore_position=False` show what breaks an exact resume.
     """
-    torch.set_num_threads(config.threads)
-    torch.manual_seed(config.seed)
-    model = TinyNet()
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=0.9)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.8)
-    dataset = SyntheticCIFAR10(train=True, size=config.dataset_size, seed=config.seed)
-    sampler = ResumableSampler(len(dataset), seed=config.seed)
-    # Its own generator: otherwise every `iter(loader)` draws a worker seed from the global RNG,
-    # and a resume mid-epoch (one extra iter) would shift every later dropout mask.
-    loader = DataLoader(
-        dataset,
-        batch_size=config.batch_size,
-        sampler=sampler,
-        generator=torch.Generator().manual_seed(config.seed),
-    )
+    run = Run(config, log)
+    run.resume(restore_rng, restore_position)
     max_steps = config.max_steps if config.max_steps is not None else float("inf")
-
-    rng_before = torch.get_rng_state()
-    ckpt = resume_or_start(
-        config.ckpt_dir,
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        map_location="cpu",
-        log=log,
-    )
-    step, epoch, position = 0, 0, 0
-    if ckpt is not None:
-        _check_same_run(ckpt["config"], config)
-        step, epoch, position = ckpt["step"], ckpt["sampler"]["epoch"], ckpt["sampler"]["start"]
-        if not restore_rng:
-            torch.set_rng_state(rng_before)
-        if not restore_position:
-            position = 0
-
-    def save():
-        path = checkpoint_path(config.ckpt_dir, step)
-        save_checkpoint(
-            path,
-            model=model,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            epoch=epoch,
-            step=step,
-            sampler={"epoch": epoch, "start": position, "seed": config.seed},
-            config=asdict(config),
-        )
-        rotate_checkpoints(config.ckpt_dir, config.keep_last)
-
-    loss_fn, steps_here = nn.CrossEntropyLoss(), 0
-    model.train()
+    run.model.train()
     with PreemptionFlag() as flag:
-        while epoch < config.epochs and step < max_steps:
-            sampler.set_epoch(epoch, start=position)
-            for inputs, targets in loader:
-                optimizer.zero_grad(set_to_none=True)
-                loss = loss_fn(model(inputs), targets)
-                loss.backward()
-                optimizer.step()
-                scheduler.step()
-                step, steps_here, position = step + 1, steps_here + 1, position + len(targets)
-                if position >= sampler.num_samples:
-                    epoch, position = epoch + 1, 0
-                log(f"step {step} epoch {epoch} loss {loss.item():.4f}")
-                if stop_after is not None and steps_here >= stop_after:
-                    log(f"simulated crash after {steps_here} steps")
-                    return parameter_hash(model)
-                if flag.should_stop():
-                    save()
-                    requeued = requeue_job()
-                    log(
-                        f"got {flag.name} at step {step}: checkpoint saved"
-                        + ("; job requeued" if requeued else "; run again to resume")
-                    )
-                    raise SystemExit(0 if requeued else EX_TEMPFAIL)
-                if step % config.save_every == 0:
-                    save()
-                if step >= max_steps:
-                    break
-                time.sleep(config.step_delay)  # only for demonstrations and tests of signals
-    save()
-    digest = parameter_hash(model)
-    log(f"final parameter hash: {digest} (step {step}, epoch {epoch})")
+        for steps_here, (inputs, targets) in enumerate(run.batches(), start=1):
+            if run.step >= max_steps:
+                break
+            loss = run.train_step(inputs, targets)
+            log(f"step {run.step} epoch {run.epoch} loss {loss:.4f}")
+            if stop_after is not None and steps_here >= stop_after:
+                log(f"simulated crash after {steps_here} steps")
+                return parameter_hash(run.model)
+            if flag.should_stop():  # between steps: the state is consistent here
+                run.stop(flag)
+            if run.step % config.save_every == 0:
+                run.save()
+            time.sleep(config.step_delay)  # only for demonstrations and tests of signals
+    run.save()
+    digest = parameter_hash(run.model)
+    log(f"final parameter hash: {digest} (step {run.step}, epoch {run.epoch})")
     return digest
 
 
