@@ -29,9 +29,15 @@ def parser(name: str, doc: str) -> argparse.ArgumentParser:
     return p
 
 
-def resolve_device(name: str) -> torch.device:
-    """`auto`: the best device here; anything else must be available (ValueError otherwise)."""
-    return pick_device() if name == "auto" else pick_device(name)
+def resolve_device(name: str, p: argparse.ArgumentParser | None = None) -> torch.device:
+    """`auto`: the best device here; anything else must be available, else ValueError (or,
+    given the parser, its usage error: exit code 2)."""
+    try:
+        return pick_device() if name == "auto" else pick_device(name)
+    except ValueError as e:
+        if p is None:
+            raise
+        p.error(f"--device {name}: {e}")
 
 
 def device_name(device: torch.device) -> str:

@@ -34,8 +34,10 @@ def train_rate(nproc: int, device: torch.device, images: int, batch_size: int, t
             "--threads", threads]
     if device.type != "cuda":
         args.append("--disable-cuda")
+    # One process needs no launcher (ddp_train then joins a process group of 1); the throughput
+    # is measured inside the training, so the launcher's start-up is not in the figure.
     result = distributed.launch("course_utils.ddp_train", *args, nproc=nproc, echo=False,
-                                timeout=timeout)
+                                timeout=timeout, torchrun=nproc > 1)
     return parse_throughput(result.output)
 
 
@@ -63,7 +65,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument("--epochs", type=int, default=2, help="the last one is measured")
     args = p.parse_args(argv)
-    device = common.resolve_device(args.device)
+    device = common.resolve_device(args.device, p)
     result = run(device, args.images, args.batch_size, args.threads, args.epochs)
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")
     print(common.table(result["rows"], list(result["rows"][0])))

@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     p.add_argument("--peak-gbs", type=float, default=None,
                    help="the link's nominal GB/s (default: from nvidia-smi's PCIe generation)")
     args = p.parse_args(argv)
-    device = common.resolve_device(args.device)
+    device = common.resolve_device(args.device, p)
     try:
         result = run(device, args.sizes_mb, args.peak_gbs)
     except common.NeedsGPU as e:

@@ -65,10 +65,11 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=None, help="matrix size (default: 8192 GPU, 1024 CPU)")
     p.add_argument("--peak", type=float, nargs=3, metavar=("FP32", "TF32", "BF16"), default=None,
                    help="the device's peak TFLOP/s when it is not in the table")
+    p.add_argument("--min-run-time", type=float, default=0.5, help="seconds per measurement")
     args = p.parse_args(argv)
-    device = common.resolve_device(args.device)
+    device = common.resolve_device(args.device, p)
     peak = dict(zip(MODES, args.peak)) if args.peak else None
-    result = run(device, args.n, peak=peak)
+    result = run(device, args.n, args.min_run_time, peak)
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}; n = {result['n']}; "
           f"peak {result['peak_tflops'] or 'unknown for this device (pass --peak)'}")
     print(common.table(result["rows"], list(result["rows"][0])))

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto",
                    help="include the torch.compile step (auto: on a GPU only)")
     args = p.parse_args(argv)
-    device = common.resolve_device(args.device)
+    device = common.resolve_device(args.device, p)
     compile = {"auto": None, "yes": True, "no": False}[args.compile]
     result = run(device, args.images, args.repeats, compile, args.batch_size, args.dataset_size)
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")

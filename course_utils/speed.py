@@ -11,9 +11,12 @@ device. Steps that cannot run here (pinned memory without a GPU) are skipped wit
 from __future__ import annotations
 
 import contextlib
+import json
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -40,10 +43,11 @@ class Recipe:
     lr: float = 0.05
 
     def __post_init__(self):
-        if self.batch_size < 1 or self.num_workers < 0:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size={self.batch_size} must be >= 1; pass a positive size")
+        if self.num_workers < 0:
             raise ValueError(
-                f"batch_size={self.batch_size} must be >= 1 and num_workers={self.num_workers} "
-                ">= 0; fix the Recipe"
+                f"num_workers={self.num_workers} must be >= 0 (0: load in the main process)"
             )
         if self.autocast not in (None, *AUTOCAST_DTYPES):
             raise ValueError(
@@ -307,3 +311,103 @@ def results_table(results: list[StepResult]) -> str:
         rate = "-" if r.skipped else f"{r.images_per_second:,.0f}"
         lines.append(f"{r.step:<32} {rate:>10}  {r.note}")
     return "\n".join(lines)
+
+
+def time_loader(loader, batches: int) -> float:
+    """Images per second of iterating `loader` alone (no model) for `batches` batches.
+
+    Compare it with the training throughput: a loader that is not several times faster than
+    training is (part of) the bottleneck.
+    """
+    if batches < 1:
+        raise ValueError(f"batches={batches} must be at least 1")
+    images, start = 0, time.perf_counter()
+    for i, (_, targets) in enumerate(loader):
+        images += len(targets)
+        if i + 1 == batches:
+            break
+    return images / (time.perf_counter() - start)
+
+
+def documentation_loop(model, loader, optimizer, device="cpu", steps: int | None = None) -> int:
+    """The training loop as the documentation writes it, one statement per line, so that
+    line_profiler can attribute time to loading, forward, backward and the optimizer step.
+    Returns the number of images trained on."""
+    loss_fn, images = nn.CrossEntropyLoss(), 0
+    for step, (inputs, targets) in enumerate(loader):
+        inputs, targets = inputs.to(device), targets.to(device)
+        outputs = model(inputs)
+        loss = loss_fn(outputs, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        images += len(targets)
+        if steps is not None and step + 1 >= steps:
+            break
+    return images
+
+
+REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
+NO_REFERENCE = (
+    "no GPU reference recorded yet: run `make test-gpu` (or `python -m benchmarks --device cuda "
+    "--out-dir course_utils/reference`) on a GPU machine and commit course_utils/reference/"
+    "bench_{name}.json"
+)
+
+
+def load_reference(name: str, directory: Path | None = None) -> dict | None:
+    """The stored result of benchmark `name` (bench_<name>.json, written by `make test-gpu`),
+    or None if none was recorded."""
+    path = (directory or REFERENCE_DIR) / f"bench_{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def show_reference(name: str, directory: Path | None = None) -> dict | None:
+    """Print the label of the stored result of benchmark `name` and return it, or say that
+    none was recorded (and return None). Nothing is invented.
+
+    The label names the device: on a machine with one GPU, the DDP benchmark runs on its CPUs.
+    """
+    ref = load_reference(name, directory)
+    if ref is None:
+        print(NO_REFERENCE.format(name=name))
+        return None
+    print(f"reference result (not measured here): {ref['device']}, PyTorch {ref['torch']}, "
+          f"{ref['date']}")
+    return ref
+
+
+def profile_lines(fn, *args, **kwargs):
+    """Run `fn(*args, **kwargs)` under line_profiler; return (profiler, {line: share of time}).
+
+    The shares are of `fn`'s total time, keyed by the stripped source line. Needs the
+    line_profiler package (ImportError with the install command otherwise).
+    """
+    try:
+        from line_profiler import LineProfiler
+    except ImportError as e:
+        raise ImportError("line_profiler is not installed: pip install line_profiler") from e
+    import inspect
+
+    profiler = LineProfiler(fn)
+    profiler.runcall(fn, *args, **kwargs)
+    source, first = inspect.getsourcelines(fn)
+    timings = next(iter(profiler.get_stats().timings.values()))
+    total = sum(t for _, _, t in timings) or 1
+    shares = {source[line - first].strip(): t / total for line, _, t in timings}
+    return profiler, shares
+
+
+def plot_steps(rows: list[dict], title: str):
+    """Bar chart of images/s per tuning step (dicts with step, images_per_second, kept);
+    skipped steps are left out. Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in rows if r["images_per_second"] is not None][::-1]  # first on top
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.barh([r["step"] for r in measured], [r["images_per_second"] for r in measured],
+            color=["tab:green" if r["kept"] else "tab:gray" for r in measured])
+    ax.set_xlabel("training throughput (images/s)")
+    ax.set_title(f"{title}\ngreen: kept, grey: dropped", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,23 @@
+#!/bin/bash
+#SBATCH --job-name=profile
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=4
+#SBATCH --mem=8G
+#SBATCH --time=00:15:00
+#SBATCH --output=%x-%j.out
+# Profile a short training run with Nsight Systems (lesson 08): the timeline of CUDA kernels,
+# copies and the CPU threads feeding them, in runs/profile-<jobid>.nsys-rep. Open the file in the
+# Nsight Systems GUI on your laptop. Submit from the course folder: sbatch slurm/profile_job.sh
+# Watch the GPU while it runs, from a login node:
+#     srun --jobid=<jobid> --overlap --pty gpustat -i 1     (or: nvidia-smi -l 1)
+# nsys comes with the CUDA toolkit or a module (e.g. COURSE_MODULES="cuda nsight-systems").
+set -euo pipefail
+# shellcheck source=slurm/config.sh
+source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+course_activate
+command -v nsys >/dev/null || { echo "nsys not found: load your site's Nsight Systems module" >&2; exit 1; }
+mkdir -p runs
+
+srun nsys profile --trace=cuda,nvtx,osrt --sample=none --force-overwrite=true --output="runs/profile-${SLURM_JOB_ID}" python -m course_utils.train_cifar --max-steps 50 --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress "${course_device_args[@]}" "$@"

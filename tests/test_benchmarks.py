@@ -1,0 +1,132 @@
+"""benchmarks/: each runs with tiny sizes, prints a table, and saves labelled JSON whose ratios
+are computed from the figures it measured."""
+
+import json
+
+import pytest
+import torch
+
+from benchmarks import __main__ as run_all
+from benchmarks import common, ddp_scaling, h2d_bandwidth, matmul, train_throughput
+
+LABEL = {"benchmark", "device", "device_type", "torch", "date", "torch_threads"}
+
+
+def _read(path):
+    result = json.loads(path.read_text())
+    assert LABEL <= set(result) and result["torch"] == torch.__version__
+    return result
+
+
+def test_train_throughput(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    args = ["--device", "cpu", "--images", "64", "--repeats", "1", "--dataset-size", "256",
+            "--batch-size", "64", "--compile", "no", "--out", str(out)]
+    assert train_throughput.main(args) == 0
+    r = _read(out)
+    assert r["benchmark"] == "train_throughput" and r["device_type"] == "cpu"
+    assert r["steps"][0]["step"] == "baseline (documentation script)"
+    measured = [s for s in r["steps"] if s["images_per_second"] is not None]
+    assert len(measured) >= 5 and all(s["images_per_second"] > 0 for s in measured)
+    assert [s["step"] for s in r["steps"] if s["images_per_second"] is None] == [
+        "pinned memory, non_blocking", "TF32 and cudnn.benchmark"]
+    naive, tuned = r["naive_images_per_second"], r["tuned_images_per_second"]
+    assert r["speedup"] == pytest.approx(tuned / naive)
+    assert r["naive_recipe"]["batch_size"] == 128 and not r["settings"]["compile"]
+    assert "side by side" in capsys.readouterr().out
+
+
+def test_matmul_ratios_and_peak(tmp_path):
+    out = tmp_path / "m.json"
+    args = ["--device", "cpu", "--n", "64", "--min-run-time", "0.02", "--out", str(out),
+            "--peak", "1", "2", "4"]
+    assert matmul.main(args) == 0
+    r = _read(out)
+    rows = {row["mode"]: row for row in r["rows"]}
+    assert set(rows) == {"fp32", "tf32", "bf16"}
+    for mode, peak in (("fp32", 1), ("tf32", 2), ("bf16", 4)):
+        assert rows[mode]["speedup vs fp32"] == pytest.approx(
+            rows[mode]["TFLOP/s"] / rows["fp32"]["TFLOP/s"])
+        assert rows[mode]["% of peak"] == pytest.approx(100 * rows[mode]["TFLOP/s"] / peak)
+
+
+def test_matmul_peak_table():
+    assert matmul.peak_for("NVIDIA H100 80GB HBM3")["bf16"] == 989.4
+    assert matmul.peak_for("NVIDIA H100 PCIe")["fp32"] == 51.2
+    assert matmul.peak_for("AMD EPYC (2 CPUs)") is None
+
+
+def test_h2d_needs_a_gpu(tmp_path, capsys):
+    out = tmp_path / "h.json"
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: test_h2d_on_gpu covers it")
+    assert h2d_bandwidth.main(["--device", "cpu", "--out", str(out)]) == 2
+    assert "skipped: needs a CUDA GPU" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_pcie_peak():
+    assert h2d_bandwidth.pcie_peak_gbs(5, 16) == pytest.approx(63.0, abs=0.01)
+    assert h2d_bandwidth.pcie_peak_gbs(4, 16) == pytest.approx(31.5, abs=0.01)
+    with pytest.raises(ValueError, match="PCIe generation 9 x16"):
+        h2d_bandwidth.pcie_peak_gbs(9, 16)
+
+
+def test_ddp_parse_throughput():
+    text = "epoch 1: ...\nthroughput: 1,234.5 images/s with 2 processes (617 per process)\n"
+    assert ddp_scaling.parse_throughput(text) == 1234.5
+    with pytest.raises(ValueError, match="no 'throughput: ... images/s' line"):
+        ddp_scaling.parse_throughput("rank 0 crashed\n")
+
+
+def test_ddp_scaling_one_vs_two_processes(tmp_path):
+    out = tmp_path / "d.json"
+    args = ["--device", "cpu", "--images", "128", "--epochs", "1", "--out", str(out)]
+    assert ddp_scaling.main(args) == 0
+    r = _read(out)
+    one, two = (row["images/s"] for row in r["rows"])
+    assert [row["processes"] for row in r["rows"]] == [1, 2] and one > 0 and two > 0
+    assert r["speedup"] == pytest.approx(two / one)
+    assert r["scaling_efficiency"] == pytest.approx(two / (2 * one))
+
+
+def test_run_all_writes_references_and_reports_skips(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_main(name, code):
+        def main(argv):
+            calls.append((name, argv))
+            return code
+        return main
+
+    monkeypatch.setattr(matmul, "main", fake_main("matmul", 0))
+    monkeypatch.setattr(h2d_bandwidth, "main", fake_main("h2d", 2))
+    code = run_all.main(["--device", "cpu", "--out-dir", str(tmp_path),
+                         "--only", "matmul", "h2d_bandwidth"])
+    assert code == 2  # a skipped benchmark: the run was not complete
+    assert calls[0] == ("matmul", ["--device", "cpu", "--out", str(tmp_path / "bench_matmul.json")])
+
+
+def test_unavailable_device_is_a_usage_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(SystemExit) as e:
+        matmul.main(["--device", "cuda"])
+    assert e.value.code == 2
+
+
+def test_table_aligns_numbers_right():
+    text = common.table([{"a": "x", "b": 1234.5}, {"a": "long", "b": None}], ["a", "b"])
+    lines = text.splitlines()
+    assert lines[1].endswith("1,234.5") and lines[2].startswith("long")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_h2d_on_gpu(tmp_path):
+    out = tmp_path / "h.json"
+    assert h2d_bandwidth.main(["--sizes-mb", "1", "8", "--out", str(out)]) == 0
+    r = _read(out)
+    assert r["device_type"] == "cuda" and len(r["rows"]) == 2
+    row = r["rows"][0]
+    assert row["pinned / pageable"] == pytest.approx(row["pinned GB/s"] / row["pageable GB/s"])

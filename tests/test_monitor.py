@@ -1,0 +1,58 @@
+"""course_utils.monitor: background sampling, nvidia-smi parsing, probes."""
+
+import sys
+import time
+
+import pytest
+
+from course_utils import monitor
+
+
+def test_parse_smi_reads_one_gpu():
+    text = "37, 1024\n55, 2048\n"
+    assert monitor.parse_smi(text) == {"gpu %": 37.0, "memory MiB": 1024.0}
+    assert monitor.parse_smi(text, 1) == {"gpu %": 55.0, "memory MiB": 2048.0}
+    with pytest.raises(ValueError, match="nvidia-smi listed 2 GPU"):
+        monitor.parse_smi(text, 2)
+
+
+def test_gpu_probe_uses_nvidia_smi_without_nvml(tmp_path, monkeypatch):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '37, 1024\\n55, 2048\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml fails
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert monitor.gpu_probe(1)() == {"gpu %": 55.0, "memory MiB": 2048.0}
+    fake.unlink()
+    assert monitor.gpu_probe() is None  # neither NVML nor nvidia-smi
+
+
+def test_cpu_probe_sees_a_busy_loop():
+    probe = monitor.cpu_probe(cpus=1)
+    end = time.perf_counter() + 0.3
+    while time.perf_counter() < end:
+        pass
+    assert probe()["cpu %"] > 5
+
+
+def test_monitor_samples_in_the_background_and_survives_errors():
+    values = iter([1.0, 2.0, 3.0, 4.0] + [RuntimeError("smi died")] * 1000)
+
+    def probe():
+        v = next(values)
+        if isinstance(v, Exception):
+            raise v
+        return {"x": v}
+
+    with monitor.Monitor(probe, interval=0.01) as mon:
+        time.sleep(0.2)
+    assert mon.series("x") == [2.0, 3.0, 4.0]  # the first call only primes the probe
+    assert mon.summary() == {"x": {"mean": 3.0, "max": 4.0, "samples": 3}}
+    assert mon.errors and mon.errors[0] == "RuntimeError: smi died"
+
+
+def test_pick_probe_on_cpu_and_bad_interval():
+    kind, probe = monitor.pick_probe("cpu")
+    assert kind == "cpu" and "cpu %" in probe()
+    with pytest.raises(ValueError, match="interval=0 must be > 0"):
+        monitor.Monitor(probe, interval=0)

@@ -1,0 +1,161 @@
+"""course_utils.speed: recipes, steps, tuning logic, loaders, measurement, references."""
+
+import json
+import math
+
+import matplotlib
+import pytest
+import torch
+
+from course_utils import data, models, speed
+
+matplotlib.use("Agg")
+TINY = data.SyntheticCIFAR10(train=True, size=256)
+
+
+def test_recipe_defaults_are_the_documentation_script():
+    naive = speed.NAIVE
+    assert (naive.batch_size, naive.num_workers, naive.pin_memory) == (128, 0, False)
+    assert speed.NAIVE.changes() == {}
+    assert speed.Recipe(batch_size=512, channels_last=True).changes() == {
+        "batch_size": 512, "channels_last": True}
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"batch_size": 0}, "batch_size=0 must be >= 1"),
+    ({"num_workers": -1}, "num_workers=-1 must be >= 0"),
+    ({"autocast": "fp8"}, "autocast='fp8' is not one of None, 'bf16', 'fp16'"),
+    ({"loader": "dali"}, "loader='dali' is not one of"),
+])
+def test_recipe_rejects_bad_values(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        speed.Recipe(**kwargs)
+
+
+def test_tuning_steps_order_and_gates():
+    steps = speed.tuning_steps(cpus=4)
+    names = [s.name for s in steps]
+    assert names[:3] == ["batch size 512", "4 DataLoader workers", "pinned memory, non_blocking"]
+    order = [names.index(n) for n in ("channels_last", "autocast bf16", "torch.compile")]
+    assert order == sorted(order)
+    pinned = steps[2]
+    assert not pinned.applies_to("cpu") and pinned.applies_to("cuda:0")
+    assert "torch.compile" not in [s.name for s in speed.tuning_steps(cpus=4, compile=False)]
+
+
+def _fake_rate(recipe):
+    """Images/s a made-up machine gives: big batches x3, workers x0.5, memory loader x1.02."""
+    rate = 100.0 * (3 if recipe.batch_size == 512 else 1) * (0.5 if recipe.num_workers else 1)
+    return rate * (1.02 if recipe.loader == "memory" else 1) * (2 if recipe.compile else 1)
+
+
+def test_tune_keeps_only_what_measurably_helps():
+    tuned, results = speed.tune(TINY, "cpu", speed.tuning_steps(cpus=2), measure_fn=_fake_rate)
+    assert tuned == speed.Recipe(batch_size=512, compile=True)
+    by_name = {r.step: r for r in results}
+    assert results[0].step == "baseline (documentation script)"
+    assert results[0].images_per_second == 100
+    assert by_name["batch size 512"].kept and by_name["batch size 512"].note == (
+        "+200% vs best so far: kept")
+    assert not by_name["2 DataLoader workers"].kept
+    assert by_name["pinned memory, non_blocking"].skipped
+    assert by_name["pinned memory, non_blocking"].note == (
+        "skipped here: needs cuda, running on cpu")
+    assert not by_name["batches from memory"].kept  # +2% is under the 3% threshold
+    table = speed.results_table(results)
+    assert "batch size 512" in table and "600" in table
+
+
+def test_compare_reports_medians_measured_side_by_side():
+    calls = []
+
+    def fake(recipe):
+        calls.append(recipe)
+        return [100.0, 300.0, 90.0, 280.0, 110.0, 330.0][len(calls) - 1]
+
+    c = speed.compare(speed.NAIVE, speed.Recipe(batch_size=512), TINY, measure_fn=fake)
+    assert calls[0] == speed.NAIVE and calls[1].batch_size == 512  # alternating
+    assert (c.naive, c.tuned, c.speedup) == (100.0, 300.0, 3.0)
+    with pytest.raises(ValueError, match="repeats=0"):
+        speed.compare(speed.NAIVE, speed.NAIVE, TINY, repeats=0)
+
+
+def test_memory_loader_covers_the_data_set_once_per_epoch():
+    dataset = torch.utils.data.TensorDataset(torch.arange(10.0).view(10, 1), torch.arange(10))
+    loader = speed.MemoryLoader(dataset, batch_size=3, seed=1)
+    assert len(loader) == 3
+    seen = torch.cat([t for _, t in loader])
+    assert len(seen) == 9 and len(set(seen.tolist())) == 9  # drops the last partial batch
+    inputs, targets = next(iter(loader))
+    assert torch.equal(inputs.view(-1), targets.float())  # images stay with their labels
+    with pytest.raises(ValueError, match="batch_size=11 is larger than the data set"):
+        speed.MemoryLoader(dataset, batch_size=11)
+
+
+@pytest.mark.parametrize("recipe", [
+    speed.NAIVE,
+    speed.Recipe(batch_size=64, loader="memory", channels_last=True, autocast="bf16"),
+])
+def test_measure_trains_and_reports_a_rate(recipe):
+    rate = speed.measure(recipe, TINY, "cpu", images=128, warmup=1)
+    assert math.isfinite(rate) and rate > 0
+
+
+def test_build_and_backend_flags_restore_settings():
+    model, optimizer = speed.build(speed.Recipe(channels_last=True), "cpu")
+    assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    assert optimizer.param_groups[0]["lr"] == 0.05
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark)
+    with speed.backend_flags(speed.Recipe(tf32=True, cudnn_benchmark=True)):
+        assert torch.backends.cudnn.benchmark
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.benchmark) == before
+
+
+def test_time_loader_counts_images_and_stops():
+    loader = data.make_loader(TINY, batch_size=100, shuffle=False)  # batches 100, 100, 56
+    rate = speed.time_loader(loader, batches=3)
+    assert rate > 0
+    with pytest.raises(ValueError, match="batches=0"):
+        speed.time_loader(loader, 0)
+
+
+def test_documentation_loop_and_line_shares():
+    model = models.Net()
+    before = model.fc3.bias.detach().clone()
+    loader = data.make_loader(TINY, batch_size=32)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert speed.documentation_loop(model, loader, opt, steps=2) == 64
+    assert not torch.equal(before, model.fc3.bias)
+    _, shares = speed.profile_lines(speed.documentation_loop, model, loader, opt, steps=2)
+    assert "loss.backward()" in shares and abs(sum(shares.values()) - 1) < 1e-6
+
+
+def test_show_reference(tmp_path, capsys):
+    assert speed.show_reference("train_throughput", tmp_path) is None
+    assert "no GPU reference recorded yet" in capsys.readouterr().out
+    ref = {"device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "torch": "2.11.0",
+           "date": "2026-01-02"}
+    (tmp_path / "bench_matmul.json").write_text(json.dumps(ref))
+    assert speed.show_reference("matmul", tmp_path) == ref
+    assert capsys.readouterr().out == (
+        "reference result (not measured here): NVIDIA H100 80GB HBM3, PyTorch 2.11.0, "
+        "2026-01-02\n")
+
+
+def test_plot_steps_draws_the_measured_steps():
+    rows = [{"step": "a", "images_per_second": 10.0, "kept": True},
+            {"step": "b", "images_per_second": None, "kept": False},
+            {"step": "c", "images_per_second": 5.0, "kept": False}]
+    fig = speed.plot_steps(rows, "t")
+    assert [b.get_width() for b in fig.axes[0].patches] == [5.0, 10.0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_measure_on_gpu_with_every_step():
+    recipe = speed.Recipe(batch_size=64, pin_memory=True, num_workers=1, channels_last=True,
+                          autocast="bf16", tf32=True, cudnn_benchmark=True)
+    assert speed.measure(recipe, TINY, "cuda", images=128, warmup=1) > 0
+    memory = speed.Recipe(batch_size=64, loader="memory", compile=True, autocast="bf16",
+                          channels_last=True)
+    assert speed.measure(memory, TINY, "cuda", images=128, warmup=2) > 0
