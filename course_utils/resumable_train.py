@@ -204,7 +204,15 @@ def train(
     `stop_after` simulates a crash after that many steps of this call (nothing extra is saved).
     `restore_rng=False` and `restore_position=False` show what breaks an exact resume.
     """
-    run = Run(config, log)
+    threads = torch.get_num_threads()
+    try:
+        return _train(Run(config, log), stop_after, restore_rng, restore_position)
+    finally:
+        torch.set_num_threads(threads)  # leave a notebook or test session as it was
+
+
+def _train(run: Run, stop_after, restore_rng, restore_position) -> str:
+    config, log = run.config, run.log
     run.resume(restore_rng, restore_position)
     max_steps = config.max_steps if config.max_steps is not None else float("inf")
     run.model.train()
