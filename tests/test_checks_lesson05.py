@@ -12,13 +12,13 @@ def ranks_from_slurm(environ):
 
 
 def test_05_1():
-    assert run_check("05.1", ranks_from_slurm).passed
+    assert run_check("05.2", ranks_from_slurm).passed
     uses_node_id = run_check(
-        "05.1", lambda e: (int(e["SLURM_PROCID"]), int(e["SLURM_NODEID"]), int(e["SLURM_NTASKS"]))
+        "05.2", lambda e: (int(e["SLURM_PROCID"]), int(e["SLURM_NODEID"]), int(e["SLURM_NTASKS"]))
     )
     assert uses_node_id.verdict == "failed"
     assert "expected (5, 1, 8), got (5, 2, 8)" in uses_node_id.message
-    assert run_check("05.1", _stub).verdict == NOT_ATTEMPTED
+    assert run_check("05.2", _stub).verdict == NOT_ATTEMPTED
 
 
 def epoch_orders(sampler, epochs):
@@ -30,14 +30,14 @@ def epoch_orders(sampler, epochs):
 
 
 def test_05_2():
-    assert run_check("05.2", epoch_orders).passed
-    no_set_epoch = run_check("05.2", lambda s, n: [list(s) for _ in range(n)])
+    assert run_check("05.1", epoch_orders).passed
+    no_set_epoch = run_check("05.1", lambda s, n: [list(s) for _ in range(n)])
     assert no_set_epoch.verdict == "failed"
     assert no_set_epoch.message == (
         "expected a different order in epoch 0 and epoch 1, got the same order "
         "(call sampler.set_epoch(epoch) at the start of each epoch)"
     )
-    assert run_check("05.2", _stub).verdict == NOT_ATTEMPTED
+    assert run_check("05.1", _stub).verdict == NOT_ATTEMPTED
 
 
 def test_05_3():

@@ -22,7 +22,7 @@ SLURM_CASES = [
 ]
 
 
-@exercise("05.1", "rank, local rank and world size from a Slurm task's environment")
+@exercise("05.2", "rank, local rank and world size from a Slurm task's environment")
 def check_ranks_from_slurm(ranks_from_slurm):
     for environ, want in SLURM_CASES:
         got = call_answer(ranks_from_slurm, dict(environ))
@@ -34,7 +34,7 @@ def check_ranks_from_slurm(ranks_from_slurm):
     )
 
 
-@exercise("05.2", "a new shuffle every epoch: DistributedSampler.set_epoch")
+@exercise("05.1", "a new shuffle every epoch: DistributedSampler.set_epoch")
 def check_epoch_orders(epoch_orders):
     dataset = torch.arange(16)
     sampler = DistributedSampler(dataset, num_replicas=2, rank=0, shuffle=True, seed=0)
