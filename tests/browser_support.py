@@ -136,8 +136,14 @@ def notebook(page):
 
 
 def open_notebook(page, url: str) -> None:
-    """Open a notebook and wait until its kernel (the course kernel, else fail) is idle."""
-    page.goto(url)
+    """Open a notebook and wait until its kernel (the course kernel, else fail) is idle.
+
+    `reset` starts from an empty workspace, so that tabs of an earlier test are not restored.
+    """
+    page.goto(url + ("&" if "?" in url else "?") + "reset")
+    name = url.split("?")[0].rsplit("/", 1)[-1]
+    current = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+    current.filter(has_text=name).wait_for(timeout=60_000)
     notebook(page).locator(".jp-Cell").first.wait_for(timeout=60_000)
     kernel = notebook(page).locator("[data-jp-item-name='kernelName']")
     kernel.wait_for(timeout=30_000)
@@ -180,6 +186,7 @@ def run_all(page, timeout: float) -> float:
         if texts and all(re.fullmatch(r"\[\d+\]:", t.strip()) for t in texts):
             return time.monotonic() - started
         time.sleep(0.5)
+    screenshot(page, "run-all-timeout")
     pytest.fail(f"cells still running after {timeout} s: {prompts.all_text_contents()}")
 
 
