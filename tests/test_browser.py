@@ -113,14 +113,14 @@ def _assert_figure(page, name: str) -> None:
     bs.screenshot(image, f"{name}-figure")
 
 
-def test_lab_lesson00_shows_doctor_table(lab, page):
+def test_lab_lesson00_shows_doctor_table(page, lab):  # page first: no server without a browser
     base, token = lab
     seconds = _run_lesson(page, f"{base}/lab/tree/{LESSON_00}?token={token}", "lab-00")
     _assert_doctor_table(page)
     print(f"lesson 00 ran in the browser in {seconds:.1f} s")
 
 
-def test_lab_lesson02_widget_and_figure(lab, page):
+def test_lab_lesson02_widget_and_figure(page, lab):
     base, token = lab
     seconds = _run_lesson(page, f"{base}/lab/tree/{LESSON_02}?token={token}", "lab-02")
     _assert_figure(page, "lab-02")
@@ -152,7 +152,7 @@ def hub(tmp_path_factory):
         bs.stop(proc, leftovers_under=tmp)
 
 
-def test_hub_learner_runs_lesson00_and_widgets_render(hub, page):
+def test_hub_learner_runs_lesson00_and_widgets_render(page, hub):
     base, home = hub
     started = time.monotonic()
     bs.hub_login(page, base, "learner")
