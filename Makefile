@@ -30,10 +30,8 @@ $(KERNEL): $(VENV)/.installed
 
 lab: setup
 	@echo "Open http://127.0.0.1:$(PORT)/lab?token=$(TOKEN)  (Ctrl-C to stop)"
-	# news_url=None: no "get Jupyter news?" pop-up over the lesson (nodes have no internet anyway).
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
-		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG) \
-		--LabApp.news_url=None
+		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG)
 
 test: setup
 	$(BIN)/course release --check
