@@ -13,20 +13,23 @@ from course_utils import data, speed
 NAME = "train_throughput"
 
 
-def run(device: torch.device, images: int = 4096, repeats: int = 3, compile: bool | None = None,
-        batch_size: int = 512, dataset_size: int = 5000, warmup: int = 2) -> dict:
+def run(device: torch.device, images: int | None = None, repeats: int = 3,
+        compile: bool | None = None, batch_size: int = 512, dataset_size: int = 5000,
+        warmup: int = 2) -> dict:
     """Tune step by step, then measure naive and tuned side by side; the labelled result."""
+    images = images or (65536 if device.type == "cuda" else 8192)  # about a second or two each
     if compile is None:  # compiling the training step takes minutes of a 2-core CPU
         compile = device.type == "cuda"
     dataset = data.SyntheticCIFAR10(train=True, size=dataset_size)
     kwargs = {"images": images, "warmup": warmup}
     steps = speed.tuning_steps(batch_size=batch_size, compile=compile)
-    tuned, results = speed.tune(dataset, device, steps, **kwargs)
+    tuned, results = speed.tune(dataset, device, steps, paired=True, **kwargs)
     comparison = speed.compare(speed.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
     return {
         **common.label(NAME, device),
         "settings": {"images_per_measurement": images, "repeats": repeats, "compile": compile,
-                     "warmup_steps": warmup, "dataset": f"synthetic CIFAR-10, {dataset_size}"},
+                     "warmup_steps": warmup, "paired": True,
+                     "dataset": f"synthetic CIFAR-10, {dataset_size}"},
         "steps": [
             {"step": r.step, "images_per_second": r.images_per_second, "kept": r.kept,
              "note": r.note}
@@ -42,7 +45,8 @@ def run(device: torch.device, images: int = 4096, repeats: int = 3, compile: boo
 
 def main(argv=None) -> int:
     p = common.parser(NAME, __doc__)
-    p.add_argument("--images", type=int, default=4096, help="images per measurement")
+    p.add_argument("--images", type=int, default=None,
+                   help="images per measurement (default: 8192 on a CPU, 65536 on a GPU)")
     p.add_argument("--repeats", type=int, default=3, help="naive/tuned alternations")
     p.add_argument("--batch-size", type=int, default=512, help="the batch-size step's value")
     p.add_argument("--dataset-size", type=int, default=5000, help="synthetic training images")

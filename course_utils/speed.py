@@ -11,6 +11,7 @@ device. Steps that cannot run here (pinned memory without a GPU) are skipped wit
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import statistics
 import time
@@ -190,8 +191,9 @@ def backend_flags(recipe: Recipe):
             torch.backends.cudnn.benchmark = saved
 
 
-def train_steps(recipe: Recipe, model, optimizer, loader, device, steps: int) -> train.Stats:
-    """`steps` training steps of `model` as the Recipe says; loss, accuracy and images/s."""
+def train_steps(recipe: Recipe, model, optimizer, loader, device, steps: int | None) -> train.Stats:
+    """Training steps of `model` on `loader` (at most `steps`) as the Recipe says; loss,
+    accuracy and images/s."""
     device = torch.device(device)
     dtype = AUTOCAST_DTYPES.get(recipe.autocast)
     scaler = None
@@ -205,22 +207,45 @@ def train_steps(recipe: Recipe, model, optimizer, loader, device, steps: int) ->
         )  # fmt: skip
 
 
-def _steps_for(images: int, batch_size: int, loader) -> int:
-    return max(1, min(len(loader), images // batch_size))
+def _endless(loader) -> Iterator:
+    """The loader's batches, epoch after epoch (a real run also pays each epoch's start)."""
+    while True:
+        yield from loader
 
 
 def measure(
-    recipe: Recipe, dataset, device="cpu", images: int = 4096, warmup: int = 2, seed: int = 0
+    recipe: Recipe,
+    dataset,
+    device="cpu",
+    images: int = 4096,
+    warmup: int = 2,
+    seed: int = 0,
+    blocks: int = 5,
 ) -> float:
-    """Training images per second of `recipe` on `device`: `warmup` untimed steps (compilation,
-    worker start-up, cuDNN autotuning), then about `images` images in a fresh epoch."""
+    """Training images per second of `recipe` on `device`.
+
+    `warmup` untimed steps first (compilation, worker start-up, cuDNN autotuning); then about
+    `images` images in `blocks` timed blocks of steps (synchronized at each block's ends), and
+    the median block's rate: a burst of other work on a shared machine spoils one block, not
+    the figure.
+    """
+    if images < 1 or blocks < 1 or warmup < 0:
+        raise ValueError(
+            f"images={images} and blocks={blocks} must be >= 1 and warmup={warmup} >= 0"
+        )
     device = torch.device(device)
     model, optimizer = build(recipe, device, seed)
-    loader = make_loader(recipe, dataset, device, seed)
+    batches = _endless(make_loader(recipe, dataset, device, seed))
     if warmup:
-        train_steps(recipe, model, optimizer, loader, device, warmup)
-    steps = _steps_for(images, recipe.batch_size, loader)
-    return train_steps(recipe, model, optimizer, loader, device, steps).images_per_second
+        train_steps(recipe, model, optimizer, itertools.islice(batches, warmup), device, None)
+    steps = max(1, images // recipe.batch_size)
+    blocks = min(blocks, steps)
+    rates = [
+        train_steps(recipe, model, optimizer, itertools.islice(batches, steps // blocks),
+                    device, None).images_per_second
+        for _ in range(blocks)
+    ]  # fmt: skip
+    return statistics.median(rates)
 
 
 @dataclass(frozen=True)
@@ -241,12 +266,15 @@ def tune(
     steps: list[Step] | None = None,
     start: Recipe = NAIVE,
     threshold: float = 0.03,
+    paired: bool = False,
     measure_fn: Callable[[Recipe], float] | None = None,
     **measure_kwargs,
 ) -> tuple[Recipe, list[StepResult]]:
     """Apply `steps` one at a time; keep a step when it is more than `threshold` (3%) faster than
     the best so far. Returns the tuned Recipe and one StepResult per step, starting with the
-    baseline. `measure_fn(recipe) -> images/s` replaces `measure` (tests pass a fake)."""
+    baseline. `paired`: measure the best recipe again right before each candidate, so a change
+    in the machine's load between steps is not taken for the step's effect (twice the time).
+    `measure_fn(recipe) -> images/s` replaces `measure` (tests pass a fake)."""
     device = torch.device(device)
     steps = tuning_steps() if steps is None else steps
     if measure_fn is None:
@@ -261,6 +289,8 @@ def tune(
             results.append(StepResult(step.name, None, False, note))
             continue
         candidate = replace(best, **step.changes)
+        if paired:
+            best_rate = measure_fn(best)
         rate = measure_fn(candidate)
         kept = rate > best_rate * (1 + threshold)
         change = rate / best_rate - 1

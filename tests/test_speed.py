@@ -66,6 +66,20 @@ def test_tune_keeps_only_what_measurably_helps():
     assert "batch size 512" in table and "600" in table
 
 
+def test_tune_paired_remeasures_the_best_before_each_candidate():
+    calls = []
+
+    def fake(recipe):
+        calls.append(recipe)
+        return _fake_rate(recipe)
+
+    steps = speed.tuning_steps(cpus=2)[:2]
+    speed.tune(TINY, "cpu", steps, paired=True, measure_fn=fake)
+    big = speed.Recipe(batch_size=512)
+    workers = speed.Recipe(batch_size=512, num_workers=2)
+    assert calls == [speed.NAIVE, speed.NAIVE, big, big, workers]
+
+
 def test_compare_reports_medians_measured_side_by_side():
     calls = []
 
@@ -99,6 +113,23 @@ def test_memory_loader_covers_the_data_set_once_per_epoch():
 def test_measure_trains_and_reports_a_rate(recipe):
     rate = speed.measure(recipe, TINY, "cpu", images=128, warmup=1)
     assert math.isfinite(rate) and rate > 0
+
+
+def test_measure_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="images=0 and blocks=5 must be >= 1"):
+        speed.measure(speed.NAIVE, TINY, images=0)
+
+
+def test_measure_takes_the_median_block(monkeypatch):
+    """A burst of other work that slows one block down does not move the figure."""
+    rates = iter([999.0, 100.0, 1.0, 110.0, 105.0, 95.0])  # warm-up, then five blocks
+
+    def fake_steps(recipe, model, optimizer, loader, device, steps):
+        rate = next(rates)
+        return type("S", (), {"images_per_second": rate})()
+
+    monkeypatch.setattr(speed, "train_steps", fake_steps)
+    assert speed.measure(speed.NAIVE, TINY, images=1280, warmup=1) == 100.0
 
 
 def test_build_and_backend_flags_restore_settings():
