@@ -30,15 +30,15 @@ def _parse_header(rest: str) -> tuple[str, dict]:
     rest = rest.strip()
     kind = "code"
     if rest.startswith("[markdown]"):
-        kind, rest = "markdown", rest[len("[markdown]"):].strip()
+        kind, rest = "markdown", rest[len("[markdown]") :].strip()
     meta, decoder = {}, json.JSONDecoder()
     while rest:
         m = PAIR.match(rest)
         if not m:
             raise ValueError(f"cannot read cell header metadata {rest!r}; write key=JSON pairs")
-        value, end = decoder.raw_decode(rest[m.end():])
+        value, end = decoder.raw_decode(rest[m.end() :])
         meta[m.group(1)] = value
-        rest = rest[m.end() + end:].strip()
+        rest = rest[m.end() + end :].strip()
     return kind, meta
 
 
@@ -84,8 +84,13 @@ def notebook_to_py(nb: nbformat.NotebookNode) -> str:
 def execute(nb: nbformat.NotebookNode, workdir: Path, timeout: float = 900) -> float:
     """Run the notebook in `workdir` with the current environment's kernel; returns seconds."""
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                   resources={"metadata": {"path": str(workdir)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(workdir)}},
+    ).execute()
     return time.perf_counter() - start
 
 

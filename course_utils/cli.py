@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def _repo_dir(name: str) -> Path:
-    """solutions/ or notebooks/ of the current folder, else of the repository holding the package."""
+    """solutions/ or notebooks/ of the current folder, else of the repository of the package."""
     here = Path.cwd() / name
     if here.is_dir():
         return here
@@ -28,8 +28,11 @@ def cmd_data(args) -> int:
 
     if args.action == "fetch":
         if hpc.in_slurm_job() and not args.force:
-            print("refusing to download inside a Slurm job: compute nodes usually have no internet. "
-                  "Run `course data fetch` on a login node, or pass --force.", file=sys.stderr)
+            print(
+                "refusing to download inside a Slurm job: compute nodes usually have no internet. "
+                "Run `course data fetch` on a login node, or pass --force.",
+                file=sys.stderr,
+            )
             return 2
         folder = data.fetch_cifar10(args.root)
         print(f"CIFAR-10 downloaded and verified in {folder}")

@@ -36,7 +36,9 @@ class SyntheticCIFAR10(Dataset):
 
     classes = CIFAR10_CLASSES
 
-    def __init__(self, train: bool = True, size: int | None = None, seed: int = 0, noise: float = 4.0):
+    def __init__(
+        self, train: bool = True, size: int | None = None, seed: int = 0, noise: float = 4.0
+    ):
         size = (5000 if train else 1000) if size is None else size
         if size < 1:
             raise ValueError(f"size={size} must be at least 1 image")
@@ -51,7 +53,9 @@ class SyntheticCIFAR10(Dataset):
     def _class_patterns(seed: int) -> torch.Tensor:
         gen = torch.Generator().manual_seed(seed)
         coarse = torch.randn(10, 3, 4, 4, generator=gen)
-        return torch.nn.functional.interpolate(coarse, size=32, mode="bilinear", align_corners=False)
+        return torch.nn.functional.interpolate(
+            coarse, size=32, mode="bilinear", align_corners=False
+        )
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -84,7 +88,9 @@ def cifar10(
     folder = data_root(root)
     split = "train" if train else "test"
     try:
-        dataset = CIFAR10(str(folder), train=train, download=False, transform=transform or _default_transform())
+        dataset = CIFAR10(
+            str(folder), train=train, download=False, transform=transform or _default_transform()
+        )
     except RuntimeError:
         dataset = SyntheticCIFAR10(train=train, size=synthetic_size)
         if not quiet:

@@ -48,20 +48,38 @@ def torchvision_pairs(torch_version: str, torchvision_version: str) -> bool:
 
 def versions() -> list[Finding]:
     rows = [
-        Finding("python", platform.python_version(), OK if sys.version_info >= (3, 10) else ERROR,
-                "" if sys.version_info >= (3, 10) else "the course needs Python 3.10 or newer"),
+        Finding(
+            "python",
+            platform.python_version(),
+            OK if sys.version_info >= (3, 10) else ERROR,
+            "" if sys.version_info >= (3, 10) else "the course needs Python 3.10 or newer",
+        ),
         Finding("pytorch", torch.__version__, OK),
     ]
     try:
         import torchvision
 
         paired = torchvision_pairs(torch.__version__, torchvision.__version__)
-        rows.append(Finding("torchvision", torchvision.__version__, OK if paired else WARN,
-                            "" if paired else "not the release built for this PyTorch: "
-                            "pip install --no-deps the matching torchvision (lesson 00)"))
+        rows.append(
+            Finding(
+                "torchvision",
+                torchvision.__version__,
+                OK if paired else WARN,
+                ""
+                if paired
+                else "not the release built for this PyTorch: "
+                "pip install --no-deps the matching torchvision (lesson 00)",
+            )
+        )
     except Exception as e:  # a mismatched torchvision fails at import with many error types
-        rows.append(Finding("torchvision", f"import failed: {e}", ERROR,
-                            "install the torchvision built for this PyTorch (see lesson 00)"))
+        rows.append(
+            Finding(
+                "torchvision",
+                f"import failed: {e}",
+                ERROR,
+                "install the torchvision built for this PyTorch (see lesson 00)",
+            )
+        )
     rows.append(Finding("cuda (build)", torch.version.cuda or "none (CPU-only build)"))
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     rows.append(Finding("cudnn", str(cudnn) if cudnn else "not available"))
@@ -95,8 +113,14 @@ def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
 
 def gpus() -> list[Finding]:
     if not torch.cuda.is_available():
-        return [Finding("gpu", "none visible (torch.cuda.is_available() is False)", INFO,
-                        "fine for the CPU lessons; on a cluster ask for one with --gres=gpu:1")]
+        return [
+            Finding(
+                "gpu",
+                "none visible (torch.cuda.is_available() is False)",
+                INFO,
+                "fine for the CPU lessons; on a cluster ask for one with --gres=gpu:1",
+            )
+        ]
     arch_list = torch.cuda.get_arch_list()
     rows = []
     for i in range(torch.cuda.device_count()):
@@ -106,11 +130,17 @@ def gpus() -> list[Finding]:
         if arch_supported(cap, arch_list):
             rows.append(Finding(f"gpu {i}", value, OK))
         else:
-            rows.append(Finding(
-                f"gpu {i}", value, ERROR,
-                f"this PyTorch has kernels for {', '.join(arch_list)} only: expect 'no kernel image "
-                "is available for execution on the device'; install a build that includes "
-                f"sm_{cap[0]}{cap[1]} (or build with TORCH_CUDA_ARCH_LIST=\"{cap[0]}.{cap[1]}\")"))
+            rows.append(
+                Finding(
+                    f"gpu {i}",
+                    value,
+                    ERROR,
+                    f"this PyTorch has kernels for {', '.join(arch_list)} only: expect "
+                    "'no kernel image "
+                    "is available for execution on the device'; install a build that includes "
+                    f'sm_{cap[0]}{cap[1]} (or build with TORCH_CUDA_ARCH_LIST="{cap[0]}.{cap[1]}")',
+                )
+            )
     return rows
 
 
@@ -118,20 +148,37 @@ def threads() -> list[Finding]:
     allocated, torch_threads = hpc.allocated_cpus(), torch.get_num_threads()
     value = f"allocated CPUs {allocated}, torch threads {torch_threads}"
     if torch_threads > allocated:
-        return [Finding("cpu threads", value, WARN,
-                        "more threads than CPUs: call course_utils.hpc.configure_threads() "
-                        "or set OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK")]
+        return [
+            Finding(
+                "cpu threads",
+                value,
+                WARN,
+                "more threads than CPUs: call course_utils.hpc.configure_threads() "
+                "or set OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK",
+            )
+        ]
     if torch_threads < allocated:
-        return [Finding("cpu threads", value, INFO,
-                        "fewer threads than allocated CPUs: configure_threads() uses them all")]
+        return [
+            Finding(
+                "cpu threads",
+                value,
+                INFO,
+                "fewer threads than allocated CPUs: configure_threads() uses them all",
+            )
+        ]
     return [Finding("cpu threads", value, OK)]
 
 
 def precision() -> list[Finding]:
     matmul = torch.backends.cuda.matmul.allow_tf32
     cudnn = torch.backends.cudnn.allow_tf32
-    return [Finding("tf32", f"matmul {matmul}, cudnn {cudnn}, float32 matmul precision "
-                    f"'{torch.get_float32_matmul_precision()}'")]
+    return [
+        Finding(
+            "tf32",
+            f"matmul {matmul}, cudnn {cudnn}, float32 matmul precision "
+            f"'{torch.get_float32_matmul_precision()}'",
+        )
+    ]
 
 
 def distributed() -> list[Finding]:
@@ -139,8 +186,11 @@ def distributed() -> list[Finding]:
 
     if not dist.is_available():
         return [Finding("distributed", "torch.distributed not built", WARN, "lesson 05 needs it")]
-    names = {"gloo": dist.is_gloo_available(), "nccl": dist.is_nccl_available(),
-             "mpi": dist.is_mpi_available()}
+    names = {
+        "gloo": dist.is_gloo_available(),
+        "nccl": dist.is_nccl_available(),
+        "mpi": dist.is_mpi_available(),
+    }
     have = ", ".join(n for n, ok in names.items() if ok) or "none"
     status = OK if names["gloo"] or names["nccl"] else WARN
     return [Finding("distributed backends", have, status)]
@@ -155,8 +205,14 @@ def data() -> list[Finding]:
     try:
         CIFAR10(str(folder), train=False, download=False)
     except RuntimeError:
-        return [Finding("data", f"no CIFAR-10 in {folder}: lessons use the synthetic stand-in",
-                        INFO, "run `course data fetch` on a login node for the real images")]
+        return [
+            Finding(
+                "data",
+                f"no CIFAR-10 in {folder}: lessons use the synthetic stand-in",
+                INFO,
+                "run `course data fetch` on a login node for the real images",
+            )
+        ]
     return [Finding("data", f"CIFAR-10 found in {folder}", OK)]
 
 
@@ -166,20 +222,36 @@ def kernel() -> list[Finding]:
 
         specs = KernelSpecManager().find_kernel_specs()
     except ImportError:
-        return [Finding("jupyter kernel", "jupyter_client not installed", WARN,
-                        "install the course requirements (make lab does)")]
+        return [
+            Finding(
+                "jupyter kernel",
+                "jupyter_client not installed",
+                WARN,
+                "install the course requirements (make lab does)",
+            )
+        ]
     if KERNEL_NAME in specs:
-        return [Finding("jupyter kernel", f"'{KERNEL_NAME}' registered at {specs[KERNEL_NAME]}", OK)]
-    return [Finding("jupyter kernel", f"'{KERNEL_NAME}' not registered", WARN,
-                    f"python -m ipykernel install --user --name {KERNEL_NAME} (make lab does it)")]
+        return [
+            Finding("jupyter kernel", f"'{KERNEL_NAME}' registered at {specs[KERNEL_NAME]}", OK)
+        ]
+    return [
+        Finding(
+            "jupyter kernel",
+            f"'{KERNEL_NAME}' not registered",
+            WARN,
+            f"python -m ipykernel install --user --name {KERNEL_NAME} (make lab does it)",
+        )
+    ]
 
 
 # The JupyterLab extension of jupyterlab_widgets (its package.json major) -> the ipywidgets major
 # it renders: jupyterlab_widgets 3.x ships jupyterlab-manager 5.x (ipywidgets 8), 1.x ships 3.x (7).
 WIDGET_EXTENSION = "@jupyter-widgets/jupyterlab-manager"
 WIDGET_PAIRS = {5: 8, 3: 7}
-_WIDGET_FIX = ("pip install jupyterlab_widgets=={v} in the environment that runs the Jupyter "
-               "server (on JupyterHub: the centre's), then restart the server")
+_WIDGET_FIX = (
+    "pip install jupyterlab_widgets=={v} in the environment that runs the Jupyter "
+    "server (on JupyterHub: the centre's), then restart the server"
+)
 
 
 def server_prefix(cmdline: list[str]) -> Path | None:
@@ -235,23 +307,31 @@ def widget_extension_version(dirs: list[Path]) -> str | None:
 def widgets_pair(ipywidgets_version: str, extension_version: str) -> bool:
     """Whether a JupyterLab widget extension renders the widgets of this ipywidgets release."""
     return WIDGET_PAIRS.get(int(extension_version.split(".")[0])) == int(
-        ipywidgets_version.split(".")[0])
+        ipywidgets_version.split(".")[0]
+    )
 
 
 def widgets() -> list[Finding]:
     try:
         import ipywidgets
     except ImportError:
-        return [Finding("widgets", "ipywidgets not installed", WARN,
-                        "install the course requirements (lesson 02's controls need ipywidgets)")]
+        return [
+            Finding(
+                "widgets",
+                "ipywidgets not installed",
+                WARN,
+                "install the course requirements (lesson 02's controls need ipywidgets)",
+            )
+        ]
     kernel_v = ipywidgets.__version__
     dirs, where = server_labextension_dirs()
     fix = _WIDGET_FIX.format(v="3.0.*" if kernel_v.startswith("8.") else "1.*")
     server_v = widget_extension_version(dirs)
     value = f"ipywidgets {kernel_v}; {where}: "
     if server_v is None:
-        return [Finding("widgets", value + "no widget extension (controls show as text)", WARN,
-                        fix)]
+        return [
+            Finding("widgets", value + "no widget extension (controls show as text)", WARN, fix)
+        ]
     value += f"{WIDGET_EXTENSION} {server_v}"
     if widgets_pair(kernel_v, server_v):
         return [Finding("widgets", value, OK)]

@@ -94,8 +94,18 @@ def gradebook_csv(grades: list[SubmissionGrade]) -> str:
     writer.writerow(["learner", "lesson", *ids, "total", "max", "status", "reason", "flags"])
     for g in sorted(grades, key=lambda g: (g.lesson, g.learner)):
         points = {e.exercise_id: e.points for e in g.exercises}
-        writer.writerow([g.learner, g.lesson, *(points.get(i, "") for i in ids), g.total,
-                         g.max_total, g.status, g.reason, "; ".join(g.flags)])
+        writer.writerow(
+            [
+                g.learner,
+                g.lesson,
+                *(points.get(i, "") for i in ids),
+                g.total,
+                g.max_total,
+                g.status,
+                g.reason,
+                "; ".join(g.flags),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -112,9 +122,11 @@ def feedback_markdown(learner: str, grades: list[SubmissionGrade]) -> str:
         if g.notes:
             lines += ["", "Notes on your notebook:", *(f"- {n}" for n in g.notes)]
         lines.append("")
-    lines.append("Only the exercise cells of your notebook are graded; every other cell, and every "
-                 "check cell, is taken from the released notebook. Run `course check NN` to see "
-                 "the verdicts the grader will give.")
+    lines.append(
+        "Only the exercise cells of your notebook are graded; every other cell, and every "
+        "check cell, is taken from the released notebook. Run `course check NN` to see "
+        "the verdicts the grader will give."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -123,15 +135,23 @@ def junit_xml(grades: list[SubmissionGrade]) -> str:
     root = ET.Element("testsuites", name="course grade")
     for g in sorted(grades, key=lambda g: (g.lesson, g.learner)):
         failures = sum(e.verdict != "passed" for e in g.exercises)
-        suite = ET.SubElement(root, "testsuite", name=f"{g.learner}.{g.lesson}",
-                              tests=str(len(g.exercises)), failures=str(failures),
-                              errors="0" if g.status == OK else "1", time=f"{g.seconds:.1f}")
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"{g.learner}.{g.lesson}",
+            tests=str(len(g.exercises)),
+            failures=str(failures),
+            errors="0" if g.status == OK else "1",
+            time=f"{g.seconds:.1f}",
+        )
         if g.status != OK:
             ET.SubElement(suite, "properties").append(
-                ET.Element("property", name="status", value=f"{g.status}: {g.reason}"))
+                ET.Element("property", name="status", value=f"{g.status}: {g.reason}")
+            )
         for e in g.exercises:
-            case = ET.SubElement(suite, "testcase", classname=f"{g.learner}.{g.lesson}",
-                                 name=e.exercise_id)
+            case = ET.SubElement(
+                suite, "testcase", classname=f"{g.learner}.{g.lesson}", name=e.exercise_id
+            )
             if e.verdict == "not attempted yet":
                 ET.SubElement(case, "skipped", message=e.message)
             elif e.verdict != "passed":
@@ -148,8 +168,15 @@ def summary_table(grades: list[SubmissionGrade]) -> str:
     for g in sorted(grades, key=lambda g: (g.lesson, g.learner)):
         points = {e.exercise_id: str(e.points) for e in g.exercises}
         status = g.status if g.status == OK else f"{g.status}: {g.reason}"[:60]
-        rows.append([g.learner, g.lesson, *(points.get(i, "-") for i in ids),
-                     f"{g.total}/{g.max_total}", status])
+        rows.append(
+            [
+                g.learner,
+                g.lesson,
+                *(points.get(i, "-") for i in ids),
+                f"{g.total}/{g.max_total}",
+                status,
+            ]
+        )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:{w}}}" for w in widths)
     return "\n".join(fmt.format(*r).rstrip() for r in [header, *rows])
@@ -157,8 +184,11 @@ def summary_table(grades: list[SubmissionGrade]) -> str:
 
 def write_outputs(out: Path, grades: list[SubmissionGrade]) -> dict[str, Path]:
     """Write gradebook.csv, junit.xml and feedback/<learner>.md under `out`; returns the paths."""
-    paths = {"gradebook": out / "gradebook.csv", "junit": out / "junit.xml",
-             "feedback": out / "feedback"}
+    paths = {
+        "gradebook": out / "gradebook.csv",
+        "junit": out / "junit.xml",
+        "feedback": out / "feedback",
+    }
     atomic_write(paths["gradebook"], gradebook_csv(grades))
     atomic_write(paths["junit"], junit_xml(grades))
     by_learner = defaultdict(list)

@@ -58,7 +58,7 @@ FLAG_PATTERNS = {
     "exits or kills the process": r"sys\.exit|os\._exit|os\.kill|signal\.",
     "starts processes": r"subprocess|os\.system|os\.fork|multiprocessing",
     "touches the grading machinery": r"\bgrading\b|_REGISTRY|_SESSION|\bcheck\s*=|\bprint\s*=|"
-                                     r"builtins|sys\.modules|sys\.stdout",
+    r"builtins|sys\.modules|sys\.stdout",
 }
 
 
@@ -85,11 +85,16 @@ class Lesson:
     def load(cls, lesson: str, solutions: Path) -> Lesson:
         matches = sorted(solutions.glob(f"{lesson}_*.ipynb"))
         if not matches:
-            raise ValueError(f"lesson {lesson}: no solution notebook {lesson}_*.ipynb in "
-                             f"{solutions}; grade a lesson that exists")
+            raise ValueError(
+                f"lesson {lesson}: no solution notebook {lesson}_*.ipynb in "
+                f"{solutions}; grade a lesson that exists"
+            )
         solution = nbformat.read(matches[0], as_version=4)
-        reference = {course_meta(c)["exercise"]: c.outputs for c in solution.cells
-                     if c.cell_type == "code" and course_meta(c).get("role") == "check"}
+        reference = {
+            course_meta(c)["exercise"]: c.outputs
+            for c in solution.cells
+            if c.cell_type == "code" and course_meta(c).get("role") == "check"
+        }
         return cls(lesson, release_notebook(solution), reference)
 
 
@@ -102,8 +107,10 @@ def find_submissions(folder: Path, lesson: str | None = None) -> tuple[list[Subm
     Returns the submissions (one per learner and lesson) and warnings about files passed over.
     """
     if not folder.is_dir():
-        raise ValueError(f"submissions folder {folder} does not exist; pass the folder that holds "
-                         "one folder per learner or files named <learner>__NN_topic.ipynb")
+        raise ValueError(
+            f"submissions folder {folder} does not exist; pass the folder that holds "
+            "one folder per learner or files named <learner>__NN_topic.ipynb"
+        )
     found, skipped = {}, []
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
@@ -124,8 +131,10 @@ def find_submissions(folder: Path, lesson: str | None = None) -> tuple[list[Subm
 def _add(found: dict, skipped: list, sub: Submission) -> None:
     key = (sub.learner, sub.lesson)
     if key in found:
-        skipped.append(f"skipped {sub.path}: {found[key].path.name} is graded for "
-                       f"{sub.learner}, lesson {sub.lesson} (one notebook per lesson)")
+        skipped.append(
+            f"skipped {sub.path}: {found[key].path.name} is graded for "
+            f"{sub.learner}, lesson {sub.lesson} (one notebook per lesson)"
+        )
     else:
         found[key] = sub
 
@@ -137,16 +146,20 @@ def read_notebook(path: Path, max_bytes: int = MAX_SUBMISSION_BYTES) -> nbformat
     """Read a submission as nbformat 4; ValueError says why it cannot be read."""
     size = path.stat().st_size
     if size > max_bytes:
-        raise ValueError(f"the file is {size / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB "
-                         "limit; clear the outputs (Edit > Clear All Outputs) and resubmit")
+        raise ValueError(
+            f"the file is {size / 2**20:.0f} MB, over the {max_bytes / 2**20:.0f} MB "
+            "limit; clear the outputs (Edit > Clear All Outputs) and resubmit"
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             nb = nbformat.reads(path.read_text(encoding="utf-8", errors="replace"), as_version=4)
         [(c.cell_type, c.source, c.get("metadata", {})) for c in nb.cells]
     except Exception as e:  # malformed JSON, not a notebook, a future nbformat...
-        raise ValueError(f"not a readable notebook ({type(e).__name__}: {clip(str(e), 200)}); "
-                         "open it in Jupyter, save it, and resubmit") from e
+        raise ValueError(
+            f"not a readable notebook ({type(e).__name__}: {clip(str(e), 200)}); "
+            "open it in Jupyter, save it, and resubmit"
+        ) from e
     return nb
 
 
@@ -170,8 +183,10 @@ def learner_exercises(nb: nbformat.NotebookNode, stubs: dict[str, str]) -> tuple
         edited = [s for s in sources if s.strip() != stub.strip()]
         chosen[ex_id] = (edited or sources)[-1]
         if len(sources) > 1:
-            notes.append(f"exercise {ex_id}: {len(sources)} cells carry this id; the last edited "
-                         "one was graded")
+            notes.append(
+                f"exercise {ex_id}: {len(sources)} cells carry this id; the last edited "
+                "one was graded"
+            )
     return chosen, notes
 
 
@@ -191,8 +206,11 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
     compares their outputs.
     """
     nb = nbformat.from_dict(lesson.release)
-    stubs = {course_meta(c)["exercise"]: c.source for c in nb.cells
-             if c.cell_type == "code" and course_meta(c).get("role") == "exercise"}
+    stubs = {
+        course_meta(c)["exercise"]: c.source
+        for c in nb.cells
+        if c.cell_type == "code" and course_meta(c).get("role") == "exercise"
+    }
     answers, notes = learner_exercises(submission, stubs)
     plan = GradingPlan(nb, notes=notes)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
@@ -206,8 +224,10 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
             plan.cells[ex_id] = (number, -1)
         elif meta.get("role") == "check":
             if ex_id not in lesson.reference:
-                raise ValueError(f"lesson {lesson.lesson}: solutions/ has no check cell for "
-                                 f"{ex_id}; rebuild the solution notebook")
+                raise ValueError(
+                    f"lesson {lesson.lesson}: solutions/ has no check cell for "
+                    f"{ex_id}; rebuild the solution notebook"
+                )
             cell.outputs, cell.execution_count = lesson.reference[ex_id], 1
             cell.source = f"{FRESH_CHECK}\n{cell.source}"
             plan.cells[ex_id] = (plan.cells.get(ex_id, (-1, -1))[0], number)
@@ -219,8 +239,11 @@ def review_flags(answers: dict[str, str]) -> list[str]:
     """Things in the exercise cells an instructor may want to read; they do not change points."""
     flags = []
     for ex_id, source in sorted(answers.items()):
-        flags += [f"{ex_id}: {what}" for what, pattern in FLAG_PATTERNS.items()
-                  if re.search(pattern, source)]
+        flags += [
+            f"{ex_id}: {what}"
+            for what, pattern in FLAG_PATTERNS.items()
+            if re.search(pattern, source)
+        ]
     return flags
 
 
@@ -237,8 +260,14 @@ def _cell_problem(rec: dict) -> str:
     return rec.get("problem") or "it failed"
 
 
-def judge(ex_id: str, title: str, points: int, exercise: dict | None, check: dict | None,
-          cell_timeout: float) -> ExerciseGrade:
+def judge(
+    ex_id: str,
+    title: str,
+    points: int,
+    exercise: dict | None,
+    check: dict | None,
+    cell_timeout: float,
+) -> ExerciseGrade:
     """The verdict of one exercise from nbval's records of its exercise and check cells."""
     from course_utils.grading import parse_results
 
@@ -253,15 +282,18 @@ def judge(ex_id: str, title: str, points: int, exercise: dict | None, check: dic
     result = parse_results(check["stdout"]).get(ex_id)
     if result is None:
         if check.get("timed_out") and not check.get("died"):
-            return failed(f"the check did not finish within {cell_timeout:g} s (an endless loop?)"
-                          + context)
+            return failed(
+                f"the check did not finish within {cell_timeout:g} s (an endless loop?)" + context
+            )
         return failed(f"the check printed no verdict: {_cell_problem(check)}{context}")
     if result.verdict == PASSED and not check["ok"]:
         extra = check["stdout"].replace(result.line(), "").strip() + "\n" + check["stderr"]
         extra = extra.strip()
-        return failed("the check passed, but the check cell's output differs from the reference "
-                      "solution's: your code printed or warned during the check"
-                      + (f": {clip(extra, 200)!r}" if extra else ""))
+        return failed(
+            "the check passed, but the check cell's output differs from the reference "
+            "solution's: your code printed or warned during the check"
+            + (f": {clip(extra, 200)!r}" if extra else "")
+        )
     return ExerciseGrade(ex_id, title, points, result.verdict, result.message + context)
 
 
@@ -272,13 +304,16 @@ def _status(plan: GradingPlan, run: Run, limits: Limits) -> tuple[str, str]:
     where = _where(plan)
     if run.timed_out:
         stuck = next((n for n in range(len(_code_cells(plan))) if n not in run.records), None)
-        return TIMEOUT, (f"the notebook ran past its {limits.timeout:g} s limit"
-                         + (f" in code cell {stuck}{where(stuck)}" if stuck is not None else ""))
+        return TIMEOUT, (
+            f"the notebook ran past its {limits.timeout:g} s limit"
+            + (f" in code cell {stuck}{where(stuck)}" if stuck is not None else "")
+        )
     if died:
         return CRASHED, f"the kernel died in code cell {died[0]}{where(died[0])}"
     if slow:
-        return TIMEOUT, (f"code cell {slow[0]}{where(slow[0])} ran past the "
-                         f"{limits.cell_timeout:g} s cell limit")
+        return TIMEOUT, (
+            f"code cell {slow[0]}{where(slow[0])} ran past the {limits.cell_timeout:g} s cell limit"
+        )
     if not run.records:
         return ERROR, f"nbval did not run any cell (exit code {run.returncode}); see the log"
     return OK, ""
@@ -295,8 +330,14 @@ def _where(plan: GradingPlan):
     return lambda n: roles.get(n, "")
 
 
-def grade_notebook(path: Path, lesson: Lesson, limits: Limits, learner: str = "",
-                   sanitize: Path | None = None, logs: Path | None = None) -> SubmissionGrade:
+def grade_notebook(
+    path: Path,
+    lesson: Lesson,
+    limits: Limits,
+    learner: str = "",
+    sanitize: Path | None = None,
+    logs: Path | None = None,
+) -> SubmissionGrade:
     """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade."""
     start = time.perf_counter()
     grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path))
@@ -306,9 +347,16 @@ def grade_notebook(path: Path, lesson: Lesson, limits: Limits, learner: str = ""
     except ValueError as e:
         grade.status, grade.reason = UNREADABLE, str(e)
         plan = build_grading_notebook(lesson, nbformat.v4.new_notebook())
-        grade.exercises = [ExerciseGrade(i, exercises[i].title if i in exercises else i, p,
-                                         FAILED, "not graded: the notebook could not be read")
-                           for i, p in plan.points.items()]
+        grade.exercises = [
+            ExerciseGrade(
+                i,
+                exercises[i].title if i in exercises else i,
+                p,
+                FAILED,
+                "not graded: the notebook could not be read",
+            )
+            for i, p in plan.points.items()
+        ]
         grade.seconds = time.perf_counter() - start
         return grade
     grade.notes, grade.flags = plan.notes, plan.flags
@@ -324,9 +372,16 @@ def grade_notebook(path: Path, lesson: Lesson, limits: Limits, learner: str = ""
     grade.status, grade.reason = _status(plan, run, limits)
     for ex_id, (ex_cell, check_cell) in plan.cells.items():
         title = exercises[ex_id].title if ex_id in exercises else ex_id
-        grade.exercises.append(judge(ex_id, title, plan.points.get(ex_id, 1),
-                                     run.records.get(ex_cell), run.records.get(check_cell),
-                                     limits.cell_timeout))
+        grade.exercises.append(
+            judge(
+                ex_id,
+                title,
+                plan.points.get(ex_id, 1),
+                run.records.get(ex_cell),
+                run.records.get(check_cell),
+                limits.cell_timeout,
+            )
+        )
     grade.seconds = time.perf_counter() - start
     return grade
 
@@ -338,13 +393,22 @@ def default_limits(timeout: float, jobs: int, cell_timeout: float | None = None)
     from course_utils.hpc import allocated_cpus
 
     cell = cell_timeout if cell_timeout else min(timeout, 120.0)
-    return Limits(timeout=timeout, cell_timeout=min(cell, timeout),
-                  threads=max(1, allocated_cpus() // max(1, jobs)))
+    return Limits(
+        timeout=timeout,
+        cell_timeout=min(cell, timeout),
+        threads=max(1, allocated_cpus() // max(1, jobs)),
+    )
 
 
-def grade_all(submissions: list[Submission], lessons: dict[str, Lesson], limits: Limits,
-              jobs: int = 1, sanitize: Path | None = None, logs: Path | None = None,
-              progress: bool = True) -> list[SubmissionGrade]:
+def grade_all(
+    submissions: list[Submission],
+    lessons: dict[str, Lesson],
+    limits: Limits,
+    jobs: int = 1,
+    sanitize: Path | None = None,
+    logs: Path | None = None,
+    progress: bool = True,
+) -> list[SubmissionGrade]:
     """Grade every submission, `jobs` at a time; one submission's failure never stops the rest."""
     from tqdm import tqdm
 
@@ -353,8 +417,13 @@ def grade_all(submissions: list[Submission], lessons: dict[str, Lesson], limits:
             lesson = lessons[sub.lesson]
             return grade_notebook(sub.path, lesson, limits, sub.learner, sanitize, logs)
         except Exception as e:  # a grader bug must cost one row, not the whole gradebook
-            return SubmissionGrade(sub.learner, sub.lesson, str(sub.path), ERROR,
-                                   f"the grader failed: {type(e).__name__}: {e}")
+            return SubmissionGrade(
+                sub.learner,
+                sub.lesson,
+                str(sub.path),
+                ERROR,
+                f"the grader failed: {type(e).__name__}: {e}",
+            )
 
     grades = []
     bar = tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress)
@@ -364,8 +433,9 @@ def grade_all(submissions: list[Submission], lessons: dict[str, Lesson], limits:
             for future in as_completed([pool.submit(one, s) for s in submissions]):
                 grade = future.result()
                 grades.append(grade)
-                bar.set_postfix_str(f"{grade.learner} {grade.total}/{grade.max_total} "
-                                    f"{grade.status}")
+                bar.set_postfix_str(
+                    f"{grade.learner} {grade.total}/{grade.max_total} {grade.status}"
+                )
                 bar.update()
     except BaseException:  # Ctrl-C: start nothing more, and leave no kernel behind
         pool.shutdown(wait=False, cancel_futures=True)
@@ -389,11 +459,14 @@ def grade_main(args) -> int:
         lesson = f"{int(args.lesson):02d}" if args.lesson else None
         subs, skipped = find_submissions(Path(args.submissions), lesson)
         if not subs:
-            raise ValueError(f"no submissions found in {args.submissions}"
-                             + (f" for lesson {lesson}" if lesson else "")
-                             + "; expected <learner>/NN_topic.ipynb or <learner>__NN_topic.ipynb")
-        lessons = {n: Lesson.load(n, _repo_dir("solutions"))
-                   for n in sorted({s.lesson for s in subs})}
+            raise ValueError(
+                f"no submissions found in {args.submissions}"
+                + (f" for lesson {lesson}" if lesson else "")
+                + "; expected <learner>/NN_topic.ipynb or <learner>__NN_topic.ipynb"
+            )
+        lessons = {
+            n: Lesson.load(n, _repo_dir("solutions")) for n in sorted({s.lesson for s in subs})
+        }
         if args.jobs < 1 or args.timeout <= 0:
             raise ValueError(f"-j {args.jobs} / --timeout {args.timeout}: both must be positive")
     except ValueError as e:
@@ -405,11 +478,14 @@ def grade_main(args) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # scancel: clean up like Ctrl-C
     out = Path(args.out)
     start = time.perf_counter()
-    grades = grade_all(subs, lessons, limits, args.jobs, _repo_dir("tests") / "sanitize.cfg",
-                       out / "logs")
+    grades = grade_all(
+        subs, lessons, limits, args.jobs, _repo_dir("tests") / "sanitize.cfg", out / "logs"
+    )
     paths = write_outputs(out, grades)
     print(summary_table(grades))
-    print(f"graded {len(grades)} submissions in {time.perf_counter() - start:.1f} s "
-          f"(-j {args.jobs}); gradebook {paths['gradebook']}, feedback in {paths['feedback']}/, "
-          f"JUnit report {paths['junit']}, logs in {out / 'logs'}/")
+    print(
+        f"graded {len(grades)} submissions in {time.perf_counter() - start:.1f} s "
+        f"(-j {args.jobs}); gradebook {paths['gradebook']}, feedback in {paths['feedback']}/, "
+        f"JUnit report {paths['junit']}, logs in {out / 'logs'}/"
+    )
     return 1 if any(g.status == ERROR for g in grades) else 0

@@ -25,7 +25,7 @@ EXERCISE_ID = re.compile(r"^\d\d\.\d+$")
 
 
 class CheckFailed(Exception):
-    """Raised by a checker: the answer was wrong. The message says what was expected and what came."""
+    """Raised by a checker for a wrong answer; the message says what was expected and what came."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def parse_results(text: str) -> dict[str, Result]:
     for line in text.splitlines():
         m = VERDICT_LINE.match(line.strip())
         if m:
-            message = line.strip()[m.end():].removeprefix(":").strip()
+            message = line.strip()[m.end() :].removeprefix(":").strip()
             results[m["id"]] = Result(m["id"], m["verdict"], message)
     return results
 

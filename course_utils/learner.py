@@ -19,8 +19,10 @@ def find_notebook(lesson: str, folder: Path) -> Path:
 def report(grade) -> str:
     """What `course check` prints: the count, each exercise's verdict, and notes on the notebook."""
     passing = sum(e.verdict == "passed" for e in grade.exercises)
-    lines = [f"lesson {grade.lesson}: {passing}/{len(grade.exercises)} exercises passing "
-             f"({grade.total}/{grade.max_total} points)"]
+    lines = [
+        f"lesson {grade.lesson}: {passing}/{len(grade.exercises)} exercises passing "
+        f"({grade.total}/{grade.max_total} points)"
+    ]
     if grade.status != "ok":
         lines.append(f"  status {grade.status}: {grade.reason}")
     for e in grade.exercises:
@@ -38,10 +40,16 @@ def check_lesson(lesson: str, notebook: Path | None = None, timeout: float = 600
     if len(lesson) == 1:
         lesson = f"0{lesson}"
     path = notebook or find_notebook(lesson, _repo_dir("notebooks"))
-    print(f"grading {path} as `course grade` does (your exercise cells, the released check "
-          "cells, a fresh kernel) ...")
+    print(
+        f"grading {path} as `course grade` does (your exercise cells, the released check "
+        "cells, a fresh kernel) ..."
+    )
     sanitize = _repo_dir("tests") / "sanitize.cfg"
-    grade = grade_notebook(path, Lesson.load(lesson, _repo_dir("solutions")),
-                           default_limits(timeout, jobs=1), sanitize=sanitize)
+    grade = grade_notebook(
+        path,
+        Lesson.load(lesson, _repo_dir("solutions")),
+        default_limits(timeout, jobs=1),
+        sanitize=sanitize,
+    )
     print(report(grade))
     return 0 if grade.exercises and grade.total == grade.max_total else 1

@@ -42,7 +42,9 @@ class WideNet(nn.Module):
                 nn.MaxPool2d(2),
             )
 
-        self.features = nn.Sequential(block(3, width), block(width, 2 * width), block(2 * width, 4 * width))
+        self.features = nn.Sequential(
+            block(3, width), block(width, 2 * width), block(2 * width, 4 * width)
+        )
         self.head = nn.Linear(4 * width * 4 * 4, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

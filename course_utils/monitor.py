@@ -48,6 +48,7 @@ def parse_smi(text: str, index: int = 0) -> dict[str, float]:
 def _nvml_probe(index: int) -> Probe | None:
     try:
         import pynvml  # the nvidia-ml-py package
+
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     except Exception:  # not installed, or no driver: fall back to nvidia-smi
@@ -55,8 +56,10 @@ def _nvml_probe(index: int) -> Probe | None:
 
     def probe():
         util = pynvml.nvmlDeviceGetUtilizationRates(handle)
-        return {"gpu %": float(util.gpu),
-                "memory MiB": pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20}
+        return {
+            "gpu %": float(util.gpu),
+            "memory MiB": pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20,
+        }
 
     return probe
 

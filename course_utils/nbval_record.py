@@ -76,8 +76,11 @@ def _clip_diffs() -> None:
 
 
 def _stream(outputs, name: str) -> str:
-    return "".join(o.get("text", "") for o in outputs
-                   if o.get("output_type") == "stream" and o.get("name") == name)
+    return "".join(
+        o.get("text", "")
+        for o in outputs
+        if o.get("output_type") == "stream" and o.get("name") == name
+    )
 
 
 def cell_record(item, call) -> dict:

@@ -50,9 +50,15 @@ class Run:
 
 def _environment(work: Path, token: str, threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(HOME=str(work), TMPDIR=str(work / "tmp"), MPLBACKEND="Agg",
-               PYTHONDONTWRITEBYTECODE="1", COURSE_GRADE_RUN=token,
-               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env.update(
+        HOME=str(work),
+        TMPDIR=str(work / "tmp"),
+        MPLBACKEND="Agg",
+        PYTHONDONTWRITEBYTECODE="1",
+        COURSE_GRADE_RUN=token,
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+    )
     return env
 
 
@@ -87,18 +93,43 @@ def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> R
     record, log, token = private / "cells.jsonl", private / "pytest.log", uuid.uuid4().hex
     (private / "pytest.ini").write_text("[pytest]\n")
     (notebook.parent / "tmp").mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-p", "course_utils.nbval_record",
-           "-p", "no:cacheprovider", "-c", str(private / "pytest.ini"),
-           "--rootdir", str(notebook.parent), "-o", "addopts=", "-q", "--tb=line", "--color=no",
-           "--nbval", "--nbval-current-env", f"--nbval-cell-timeout={limits.cell_timeout:g}",
-           "--course-record", str(record), str(notebook)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "course_utils.nbval_record",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        str(private / "pytest.ini"),
+        "--rootdir",
+        str(notebook.parent),
+        "-o",
+        "addopts=",
+        "-q",
+        "--tb=line",
+        "--color=no",
+        "--nbval",
+        "--nbval-current-env",
+        f"--nbval-cell-timeout={limits.cell_timeout:g}",
+        "--course-record",
+        str(record),
+        str(notebook),
+    ]
     if sanitize and sanitize.is_file():
         cmd[-1:-1] = ["--nbval-sanitize-with", str(sanitize)]
     timed_out = False
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=private, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=_environment(notebook.parent, token, limits.threads))
+        proc = subprocess.Popen(
+            cmd,
+            cwd=private,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=_environment(notebook.parent, token, limits.threads),
+        )
         _RUNNING[proc.pid] = (proc, token)
         _limit_resources(proc.pid)
         try:

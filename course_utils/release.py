@@ -38,11 +38,13 @@ def stub_solution(source: str, exercise_id: str, title: str) -> str:
             if inside:
                 raise ReleaseError(f"exercise {exercise_id}: line {number} opens a second {BEGIN}")
             inside, indent = True, line[: len(line) - len(line.lstrip())]
-            out.append(f'{indent}# Your code here, then run the check cell below.')
+            out.append(f"{indent}# Your code here, then run the check cell below.")
             out.append(f'{indent}raise NotImplementedError("Exercise {exercise_id}: {title}")')
         elif stripped == END:
             if not inside:
-                raise ReleaseError(f"exercise {exercise_id}: line {number} has {END} without {BEGIN}")
+                raise ReleaseError(
+                    f"exercise {exercise_id}: line {number} has {END} without {BEGIN}"
+                )
             inside = False
         elif not inside:
             out.append(line)

@@ -41,7 +41,9 @@ def _run(model, loader, device, step, desc, progress, max_steps, non_blocking, c
     total_loss, correct, images = 0.0, 0, 0
     synchronize(device)
     start = time.perf_counter()
-    batches = tqdm(loader, desc=desc, leave=False, disable=not progress, total=_length(loader, max_steps))
+    batches = tqdm(
+        loader, desc=desc, leave=False, disable=not progress, total=_length(loader, max_steps)
+    )
     for i, (inputs, targets) in enumerate(batches):
         if max_steps is not None and i >= max_steps:
             break
@@ -106,7 +108,9 @@ def train_one_epoch(
             optimizer.step()
         return loss, outputs
 
-    return _run(model, loader, device, step, "train", progress, max_steps, non_blocking, channels_last)
+    return _run(
+        model, loader, device, step, "train", progress, max_steps, non_blocking, channels_last
+    )
 
 
 @torch.no_grad()
@@ -138,7 +142,9 @@ def fit(model, train_loader, test_loader, optimizer, epochs: int = 1, device="cp
     """Train for `epochs` and evaluate after each; returns a list of (train, test) Stats."""
     history = []
     for epoch in range(epochs):
-        train_stats = train_one_epoch(model, train_loader, optimizer, device=device, progress=progress)
+        train_stats = train_one_epoch(
+            model, train_loader, optimizer, device=device, progress=progress
+        )
         test_stats = evaluate(model, test_loader, device=device, progress=progress)
         print(f"epoch {epoch + 1}/{epochs}  train: {train_stats}  |  test: {test_stats}")
         history.append((train_stats, test_stats))

@@ -2,7 +2,7 @@ import pytest
 
 from course_utils.authoring import notebook_to_py, py_to_notebook
 
-SOURCE = '''# %% [markdown]
+SOURCE = """# %% [markdown]
 # # Title
 # text
 # %%
@@ -10,7 +10,7 @@ x = 1
 # %% course={"exercise": "01.1", "role": "exercise", "points": 1} tags=["nbval-ignore-output"]
 def f():
     return x
-'''
+"""
 
 
 def test_percent_script_to_notebook():

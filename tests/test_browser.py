@@ -52,10 +52,24 @@ def lab(tmp_path_factory):
     bs.copy_lessons(tmp / "lessons", [LESSON_00, LESSON_02])
     port, token = bs.free_port(), "browser-test-token"
     # JupyterLab's workspace (open tabs) and settings go to tmp, not to this user's ~/.jupyter.
-    env = dict(os.environ, JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"))
-    proc = bs.start(["make", "--no-print-directory", "lab", f"PORT={port}", f"TOKEN={token}",
-                     f"LAB_DIR={tmp / 'lessons'}"], tmp / "lab.log", cwd=bs.ROOT, env=env)
+    env = dict(
+        os.environ,
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+    )
+    proc = bs.start(
+        [
+            "make",
+            "--no-print-directory",
+            "lab",
+            f"PORT={port}",
+            f"TOKEN={token}",
+            f"LAB_DIR={tmp / 'lessons'}",
+        ],
+        tmp / "lab.log",
+        cwd=bs.ROOT,
+        env=env,
+    )
     try:
         bs.wait_for_http(f"http://127.0.0.1:{port}/api/status", proc, tmp / "lab.log", 300)
         yield f"http://127.0.0.1:{port}", token
@@ -142,8 +156,9 @@ def hub(tmp_path_factory):
     bs.register_course_kernel(home)
     port = bs.free_port()
     config = bs.write_hub_config(tmp, port)
-    proc = bs.start([str(bs.CENTRE / "bin" / "jupyterhub"), "-f", str(config)], tmp / "hub.log",
-                    cwd=tmp)
+    proc = bs.start(
+        [str(bs.CENTRE / "bin" / "jupyterhub"), "-f", str(config)], tmp / "hub.log", cwd=tmp
+    )
     try:
         bs.wait_for_http(f"http://127.0.0.1:{port}/hub/api", proc, tmp / "hub.log", 120)
         yield f"http://127.0.0.1:{port}", home

@@ -10,8 +10,13 @@ def test_choose_device():
         return torch.device("cuda" if not disable and torch.cuda.is_available() else "cpu")
 
     assert run_check("02.1", reference).passed
-    ignores_flag = run_check("02.1", lambda d: torch.device("cuda" if torch.cuda.is_available() else "cpu"))
-    assert ignores_flag.message == "choose_device(True): expected cpu when --disable-cuda is given, got cuda"
+    ignores_flag = run_check(
+        "02.1", lambda d: torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
+    assert (
+        ignores_flag.message
+        == "choose_device(True): expected cpu when --disable-cuda is given, got cuda"
+    )
     strings = run_check("02.1", lambda d: "cpu")
     assert strings.message == "expected a torch.device, got str"
 

@@ -46,8 +46,14 @@ def test_gpu_loader():
     assert run_check("08.2", _gpu_loader).passed
 
     def always_pinned(dataset, batch_size, cpus, device):
-        return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, num_workers=cpus,
-                                           pin_memory=True, persistent_workers=cpus > 0)
+        return torch.utils.data.DataLoader(
+            dataset,
+            batch_size,
+            shuffle=True,
+            num_workers=cpus,
+            pin_memory=True,
+            persistent_workers=cpus > 0,
+        )
 
     wrong = run_check("08.2", always_pinned)
     assert wrong.message == (
@@ -56,8 +62,9 @@ def test_gpu_loader():
     )
 
     def no_persistence(dataset, batch_size, cpus, device):
-        return torch.utils.data.DataLoader(dataset, batch_size, shuffle=True, num_workers=cpus,
-                                           pin_memory=device.type == "cuda")
+        return torch.utils.data.DataLoader(
+            dataset, batch_size, shuffle=True, num_workers=cpus, pin_memory=device.type == "cuda"
+        )
 
     assert "persistent_workers=True" in run_check("08.2", no_persistence).message
     assert run_check("08.2", _stub).verdict == "not attempted yet"
@@ -79,7 +86,8 @@ def test_fast_step():
     def no_autocast(model, inputs, targets, optimizer):
         optimizer.zero_grad()
         loss = nn.functional.cross_entropy(
-            model(inputs.contiguous(memory_format=torch.channels_last)), targets)
+            model(inputs.contiguous(memory_format=torch.channels_last)), targets
+        )
         loss.backward()
         optimizer.step()
         return loss.item()

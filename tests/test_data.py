@@ -53,8 +53,10 @@ def test_make_loader_is_reproducible():
     assert first == again and first != other
 
 
-@pytest.mark.parametrize("kwargs, message", [({"batch_size": 0}, "batch_size=0"),
-                                             ({"num_workers": -1}, "num_workers=-1")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"batch_size": 0}, "batch_size=0"), ({"num_workers": -1}, "num_workers=-1")],
+)
 def test_make_loader_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
         data.make_loader(data.SyntheticCIFAR10(size=4), **kwargs)

@@ -25,7 +25,9 @@ def test_prefer_is_used_without_env(monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA GPU")
 def test_unavailable_choice_names_value_and_fix(monkeypatch):
     monkeypatch.setenv("COURSE_DEVICE", "cuda:1")
-    with pytest.raises(ValueError, match=r"COURSE_DEVICE='cuda:1' asks for a device .* choose 'cpu'"):
+    with pytest.raises(
+        ValueError, match=r"COURSE_DEVICE='cuda:1' asks for a device .* choose 'cpu'"
+    ):
         pick_device()
 
 

@@ -53,15 +53,30 @@ def test_error_finding_gives_exit_code_1(monkeypatch, capsys):
 
 def test_report_covers_every_topic():
     topics = {f.topic for f in doctor.collect()}
-    for needed in ("python", "pytorch", "torchvision", "cuda (build)", "cudnn", "cpu threads",
-                   "tf32", "distributed backends", "data", "jupyter kernel"):
+    for needed in (
+        "python",
+        "pytorch",
+        "torchvision",
+        "cuda (build)",
+        "cudnn",
+        "cpu threads",
+        "tf32",
+        "distributed backends",
+        "data",
+        "jupyter kernel",
+    ):
         assert needed in topics
     assert any(t.startswith("gpu") for t in topics)
 
 
 def test_json_from_the_installed_command():
-    done = subprocess.run([COURSE, "doctor", "--json"], capture_output=True, text=True, timeout=120,
-                          env={"SLURM_CPUS_PER_TASK": "1", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [COURSE, "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"SLURM_CPUS_PER_TASK": "1", "PATH": "/usr/bin:/bin"},
+    )
     rows = json.loads(done.stdout)
     threads = next(r for r in rows if r["topic"] == "cpu threads")
     assert threads["value"].startswith("allocated CPUs 1")

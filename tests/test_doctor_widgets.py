@@ -12,16 +12,21 @@ from course_utils import doctor
 def _extension(folder: Path, version: str) -> Path:
     package = folder / "@jupyter-widgets" / "jupyterlab-manager" / "package.json"
     package.parent.mkdir(parents=True)
-    package.write_text(json.dumps({"name": "@jupyter-widgets/jupyterlab-manager",
-                                   "version": version}))
+    package.write_text(
+        json.dumps({"name": "@jupyter-widgets/jupyterlab-manager", "version": version})
+    )
     return folder
 
 
 @pytest.mark.parametrize(
     "ipywidgets_v, extension_v, ok",
-    [("8.1.9", "5.0.16", True), ("7.8.5", "3.6.8", True),
-     ("8.1.9", "3.6.8", False),  # jupyterlab_widgets 1.x: ipywidgets 8 controls don't render
-     ("7.8.5", "5.0.16", False), ("8.1.9", "6.0.0", False)],
+    [
+        ("8.1.9", "5.0.16", True),
+        ("7.8.5", "3.6.8", True),
+        ("8.1.9", "3.6.8", False),  # jupyterlab_widgets 1.x: ipywidgets 8 controls don't render
+        ("7.8.5", "5.0.16", False),
+        ("8.1.9", "6.0.0", False),
+    ],
 )
 def test_widgets_pair(ipywidgets_v, extension_v, ok):
     assert doctor.widgets_pair(ipywidgets_v, extension_v) is ok
@@ -36,11 +41,15 @@ def test_extension_version_first_found_wins(tmp_path):
 
 @pytest.mark.parametrize(
     "cmdline, prefix",
-    [(["/opt/centre/bin/python3", "/opt/centre/bin/jupyterhub-singleuser", "--port=1"],
-      "/opt/centre"),
-     (["/srv/venv/bin/python", "/srv/venv/bin/jupyter-lab", "--no-browser"], "/srv/venv"),
-     (["/usr/bin/python3", "-m", "pytest", "tests"], None),  # not a Jupyter server
-     ([], None)],
+    [
+        (
+            ["/opt/centre/bin/python3", "/opt/centre/bin/jupyterhub-singleuser", "--port=1"],
+            "/opt/centre",
+        ),
+        (["/srv/venv/bin/python", "/srv/venv/bin/jupyter-lab", "--no-browser"], "/srv/venv"),
+        (["/usr/bin/python3", "-m", "pytest", "tests"], None),  # not a Jupyter server
+        ([], None),
+    ],
 )
 def test_server_prefix_from_parent_command_line(cmdline, prefix):
     found = doctor.server_prefix(cmdline)
@@ -54,8 +63,11 @@ def _with_server(monkeypatch, tmp_path, version):
     dirs.mkdir(parents=True)
     if version:
         _extension(dirs, version)
-    monkeypatch.setattr(doctor, "_parent_cmdline", lambda: [
-        str(centre / "bin" / "python3"), str(centre / "bin" / "jupyterhub-singleuser")])
+    monkeypatch.setattr(
+        doctor,
+        "_parent_cmdline",
+        lambda: [str(centre / "bin" / "python3"), str(centre / "bin" / "jupyterhub-singleuser")],
+    )
     monkeypatch.setenv("JUPYTER_PATH", "")
     monkeypatch.setenv("JUPYTER_NO_CONFIG", "1")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user-level extensions

@@ -11,14 +11,29 @@ from course_utils.gradebook import ExerciseGrade, SubmissionGrade
 
 
 def grades():
-    ok = SubmissionGrade("ann", "01", "ann/01_tensors.ipynb", exercises=[
-        ExerciseGrade("01.1", "flatten", 1, "passed", "fine"),
-        ExerciseGrade("01.2", "standardize", 2, "failed", "expected 0, got 1")],
-        notes=["exercise 01.3: no exercise cell found"], seconds=3.2)
-    slow = SubmissionGrade("bo b", "01", "bo b__01.ipynb", "timeout", "cell 8 ran past 10 s",
-                           exercises=[ExerciseGrade("01.1", "flatten", 1, "not attempted yet", "x"),
-                                      ExerciseGrade("01.2", "standardize", 2, "passed", "ok")],
-                           flags=["01.1: mentions solutions/"])
+    ok = SubmissionGrade(
+        "ann",
+        "01",
+        "ann/01_tensors.ipynb",
+        exercises=[
+            ExerciseGrade("01.1", "flatten", 1, "passed", "fine"),
+            ExerciseGrade("01.2", "standardize", 2, "failed", "expected 0, got 1"),
+        ],
+        notes=["exercise 01.3: no exercise cell found"],
+        seconds=3.2,
+    )
+    slow = SubmissionGrade(
+        "bo b",
+        "01",
+        "bo b__01.ipynb",
+        "timeout",
+        "cell 8 ran past 10 s",
+        exercises=[
+            ExerciseGrade("01.1", "flatten", 1, "not attempted yet", "x"),
+            ExerciseGrade("01.2", "standardize", 2, "passed", "ok"),
+        ],
+        flags=["01.1: mentions solutions/"],
+    )
     return [slow, ok]
 
 
@@ -31,8 +46,17 @@ def test_points_and_totals():
 def test_gradebook_csv_has_a_row_per_submission():
     rows = list(csv.DictReader(io.StringIO(gradebook.gradebook_csv(grades()))))
     assert [r["learner"] for r in rows] == ["ann", "bo b"]
-    assert rows[0] == {"learner": "ann", "lesson": "01", "01.1": "1", "01.2": "0",
-                            "total": "1", "max": "3", "status": "ok", "reason": "", "flags": ""}
+    assert rows[0] == {
+        "learner": "ann",
+        "lesson": "01",
+        "01.1": "1",
+        "01.2": "0",
+        "total": "1",
+        "max": "3",
+        "status": "ok",
+        "reason": "",
+        "flags": "",
+    }
     assert (rows[1]["status"], rows[1]["flags"]) == ("timeout", "01.1: mentions solutions/")
 
 
@@ -43,7 +67,8 @@ def test_feedback_says_passed_or_the_message():
     assert "**01.2** standardize (0/2): failed: expected 0, got 1" in text
     assert "- exercise 01.3: no exercise cell found" in text
     assert "**Status: timeout.** cell 8 ran past 10 s" in gradebook.feedback_markdown(
-        "bo b", [grades()[0]])
+        "bo b", [grades()[0]]
+    )
 
 
 def test_junit_xml():

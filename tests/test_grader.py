@@ -30,8 +30,11 @@ def solution() -> nbformat.NotebookNode:
 
 
 def cell(nb, exercise: str, role: str = "exercise"):
-    return next(c for c in nb.cells
-                if (course_meta(c).get("exercise"), course_meta(c).get("role")) == (exercise, role))
+    return next(
+        c
+        for c in nb.cells
+        if (course_meta(c).get("exercise"), course_meta(c).get("role")) == (exercise, role)
+    )
 
 
 def with_answer(nb, exercise: str, source: str):
@@ -45,8 +48,12 @@ def make_submissions(folder: Path, outside: Path) -> dict[str, nbformat.Notebook
 
     nb = solution()  # cells in reverse order; a wrong answer; a print during a check
     with_answer(nb, "01.3", "def to_numpy(t):\n    return t.detach().clone().numpy()")
-    with_answer(nb, "01.2", "def standardize(x):\n    print('debug', x.shape)\n"
-                            "    return (x - x.mean(0)) / x.std(0, unbiased=False)")
+    with_answer(
+        nb,
+        "01.2",
+        "def standardize(x):\n    print('debug', x.shape)\n"
+        "    return (x - x.mean(0)) / x.std(0, unbiased=False)",
+    )
     nb.cells.reverse()
     subs["partial"] = nb
 
@@ -56,12 +63,16 @@ def make_submissions(folder: Path, outside: Path) -> dict[str, nbformat.Notebook
         "_nb = json.load(open(REPO_ROOT / 'solutions' / '01_tensors.ipynb'))\n"
         "exec(next(''.join(c['source']) for c in _nb['cells']\n"
         "          if c['metadata'].get('course', {}).get('role') == 'exercise'))\n"
-        f"open({str(outside)!r}, 'w').write('written by a submission')")
-    cell(nb, "01.2", "check").source = (
-        'check("01.2", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False))')
+        f"open({str(outside)!r}, 'w').write('written by a submission')"
+    )
+    cell(
+        nb, "01.2", "check"
+    ).source = 'check("01.2", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False))'
     cell(nb, "01.3", "check").source = 'print("[01.3] passed: works on tensors that require grad")'
-    cell(nb, "01.4").source = ("check = lambda *a: print('[01.4] passed: d/dx sum(x^3 + 2x) = "
-                               "3x^2 + 2, computed by autograd')")
+    cell(nb, "01.4").source = (
+        "check = lambda *a: print('[01.4] passed: d/dx sum(x^3 + 2x) = "
+        "3x^2 + 2, computed by autograd')"
+    )
     subs["cheat"] = nb
 
     nb = solution()  # 01.4 deleted; 01.1 duplicated, a wrong copy first; saved as nbformat 3
@@ -84,8 +95,10 @@ def make_submissions(folder: Path, outside: Path) -> dict[str, nbformat.Notebook
 
     nb = solution()  # an interruptible loop in a check, then a loop that swallows interrupts
     with_answer(nb, "01.2", "def standardize(x):\n    while True:\n        pass")
-    cell(nb, "01.4").source = ("import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
-                               "    except BaseException:\n        pass")
+    cell(nb, "01.4").source = (
+        "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n"
+        "    except BaseException:\n        pass"
+    )
     subs["loop"] = nb
 
     subs["broken"] = nbformat.writes(solution())[:-200]  # malformed JSON
@@ -108,17 +121,42 @@ def graded(tmp_path_factory):
     before = {p.pid for p in psutil.process_iter()}
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "course_utils.cli", "grade", str(root / "subs"), "--out",
-         str(root / "out"), "-j", "2", "--timeout", str(NOTEBOOK_TIMEOUT),
-         "--cell-timeout", str(CELL_TIMEOUT)],
-        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+        [
+            sys.executable,
+            "-m",
+            "course_utils.cli",
+            "grade",
+            str(root / "subs"),
+            "--out",
+            str(root / "out"),
+            "-j",
+            "2",
+            "--timeout",
+            str(NOTEBOOK_TIMEOUT),
+            "--cell-timeout",
+            str(CELL_TIMEOUT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
     seconds = time.perf_counter() - start
     with open(root / "out" / "gradebook.csv") as f:
         rows = {r["learner"]: r for r in csv.DictReader(f)}
-    leftover = [p for p in psutil.process_iter() if p.pid not in before
-                and "ipykernel" in " ".join(_cmdline(p))]
-    return {"proc": proc, "rows": rows, "out": root / "out", "seconds": seconds,
-            "outside": outside, "leftover": leftover}
+    leftover = [
+        p
+        for p in psutil.process_iter()
+        if p.pid not in before and "ipykernel" in " ".join(_cmdline(p))
+    ]
+    return {
+        "proc": proc,
+        "rows": rows,
+        "out": root / "out",
+        "seconds": seconds,
+        "outside": outside,
+        "leftover": leftover,
+    }
 
 
 def _cmdline(p) -> list[str]:
@@ -138,8 +176,17 @@ def feedback(graded, learner) -> str:
 
 def test_the_run_completes_and_the_gradebook_is_complete(graded):
     assert graded["proc"].returncode == 0, graded["proc"].stderr[-3000:]
-    assert set(graded["rows"]) == {"full", "empty", "partial", "cheat", "old", "exits", "crash",
-                                   "loop", "broken"}
+    assert set(graded["rows"]) == {
+        "full",
+        "empty",
+        "partial",
+        "cheat",
+        "old",
+        "exits",
+        "crash",
+        "loop",
+        "broken",
+    }
     assert graded["seconds"] < 280  # bounded: 9 notebooks at -j 2 take about 80 s on 2 free cores
     assert "graded 9 submissions" in graded["proc"].stdout
     assert not graded["leftover"], "grading kernels left running"

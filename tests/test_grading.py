@@ -65,13 +65,16 @@ def test_duplicate_id_is_refused(scratch_exercise):
 
 
 def test_parse_verdicts_reads_last_line_per_id():
-    text = "noise\n[01.1] failed: x\n[01.2] passed: y\n[01.1] passed: z\n[01.3] not attempted yet: w"
+    text = (
+        "noise\n[01.1] failed: x\n[01.2] passed: y\n[01.1] passed: z\n[01.3] not attempted yet: w"
+    )
     assert parse_verdicts(text) == {"01.1": "passed", "01.2": "passed", "01.3": "not attempted yet"}
 
 
 def test_summary_counts_this_session(scratch_exercise, capsys, monkeypatch):
-    monkeypatch.setattr(grading, "lesson_exercises",
-                        lambda lesson: [grading._REGISTRY[scratch_exercise]])
+    monkeypatch.setattr(
+        grading, "lesson_exercises", lambda lesson: [grading._REGISTRY[scratch_exercise]]
+    )
     check(scratch_exercise, lambda x: 2 * x)
     grading.summary("99")
     out = capsys.readouterr().out.splitlines()

@@ -35,7 +35,9 @@ def test_make_lab_serves_and_stops(tmp_path):
     log = tmp_path / "lab.log"
     proc = subprocess.Popen(
         ["make", "--no-print-directory", "lab", f"PORT={port}", f"TOKEN={token}"],
-        cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,  # so the whole group (make, jupyter) can be stopped
     )
     try:

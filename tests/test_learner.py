@@ -10,9 +10,11 @@ from course_utils.release import REPO_ROOT, course_meta
 def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
     """A wrong answer, and an answer that prints during its check (nbval fails it, so must we)."""
     nb = nbformat.read(REPO_ROOT / "solutions" / "01_tensors.ipynb", as_version=4)
-    answers = {"01.3": "def to_numpy(t):\n    return t.detach().clone().numpy()",
-               "01.2": "def standardize(x):\n    print('debug')\n"
-                       "    return (x - x.mean(0)) / x.std(0, unbiased=False)"}
+    answers = {
+        "01.3": "def to_numpy(t):\n    return t.detach().clone().numpy()",
+        "01.2": "def standardize(x):\n    print('debug')\n"
+        "    return (x - x.mean(0)) / x.std(0, unbiased=False)",
+    }
     for cell in nb.cells:
         meta = course_meta(cell)
         if meta.get("role") == "exercise" and meta["exercise"] in answers:
@@ -25,8 +27,10 @@ def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "lesson 01: 2/4 exercises passing (2/4 points)"
     assert out[2] == "  01.1 flatten a batch of images without copying: passed"
-    assert out[3].startswith("  01.2 standardize the columns of a matrix with broadcasting: "
-                             "failed: the check passed, but the check cell's output differs")
+    assert out[3].startswith(
+        "  01.2 standardize the columns of a matrix with broadcasting: "
+        "failed: the check passed, but the check cell's output differs"
+    )
     assert out[4].startswith("  01.3 a tensor to NumPy, safely: failed: ")
     assert out[4].endswith("got a copy (use .numpy())")
 
@@ -34,11 +38,18 @@ def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
 def test_report_shows_status_and_notes():
     from course_utils.gradebook import ExerciseGrade, SubmissionGrade
 
-    grade = SubmissionGrade("me", "01", "x.ipynb", "crashed", "the kernel died in code cell 3",
-                            [ExerciseGrade("01.1", "flatten", 1, "failed", "not graded")],
-                            notes=["exercise 01.1: 2 cells carry this id"])
+    grade = SubmissionGrade(
+        "me",
+        "01",
+        "x.ipynb",
+        "crashed",
+        "the kernel died in code cell 3",
+        [ExerciseGrade("01.1", "flatten", 1, "failed", "not graded")],
+        notes=["exercise 01.1: 2 cells carry this id"],
+    )
     assert learner.report(grade).splitlines() == [
         "lesson 01: 0/1 exercises passing (0/1 points)",
         "  status crashed: the kernel died in code cell 3",
         "  01.1 flatten: failed: not graded",
-        "  note: exercise 01.1: 2 cells carry this id"]
+        "  note: exercise 01.1: 2 cells carry this id",
+    ]

@@ -76,7 +76,9 @@ def test_registered_exercises_all_have_a_lesson():
 def test_reference_answers_pass_in_isolation(path):
     """Each solution's exercise cell, run alone, passes its check (no hidden dependencies)."""
     nb = nbformat.read(path, as_version=4)
-    setup = "\n".join(c.source for c in nb.cells[:3] if c.cell_type == "code" and not course_meta(c))
+    setup = "\n".join(
+        c.source for c in nb.cells[:3] if c.cell_type == "code" and not course_meta(c)
+    )
     for cell in nb.cells:
         meta = course_meta(cell)
         if meta.get("role") != "exercise":
@@ -86,7 +88,8 @@ def test_reference_answers_pass_in_isolation(path):
             exec(setup, namespace)
             exec(cell.source, namespace)
         check_source = next(
-            c.source for c in nb.cells
+            c.source
+            for c in nb.cells
             if course_meta(c) == {"exercise": meta["exercise"], "role": "check"}
         )
         args = eval(f"({CHECK_CALL.search(check_source)['args']},)", namespace)

@@ -19,15 +19,19 @@ def _cmdline(p) -> list[str]:
 def write(tmp_path, *sources):
     path = tmp_path / "work" / "nb.ipynb"
     path.parent.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources]),
-                   path)
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources]), path
+    )
     return path
 
 
 def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
     """A cell that sleeps past the notebook limit, with a child process that would outlive it."""
-    path = write(tmp_path, "import subprocess\nsubprocess.Popen(['sleep', '300'])",
-                 "import time\ntime.sleep(300)")
+    path = write(
+        tmp_path,
+        "import subprocess\nsubprocess.Popen(['sleep', '300'])",
+        "import time\ntime.sleep(300)",
+    )
     start = time.perf_counter()
     run = run_nbval(path, Limits(timeout=25, cell_timeout=100))
     assert time.perf_counter() - start < 40
@@ -38,10 +42,13 @@ def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
 
 
 def test_records_keep_the_tail_of_long_output_and_the_run_environment(tmp_path):
-    path = write(tmp_path, "print('a' * 10000)\nprint('[01.1] passed: ok')",
-                 "import os, resource\n"
-                 "print(os.getcwd() == os.environ['HOME'], 'COURSE_GRADE_RUN' in os.environ)\n"
-                 "print(resource.getrlimit(resource.RLIMIT_CORE))")
+    path = write(
+        tmp_path,
+        "print('a' * 10000)\nprint('[01.1] passed: ok')",
+        "import os, resource\n"
+        "print(os.getcwd() == os.environ['HOME'], 'COURSE_GRADE_RUN' in os.environ)\n"
+        "print(resource.getrlimit(resource.RLIMIT_CORE))",
+    )
     run = run_nbval(path, Limits(timeout=60, cell_timeout=30))
     first, second = run.records[0], run.records[1]
     assert first["ok"] and first["stdout"].endswith("[01.1] passed: ok\n")

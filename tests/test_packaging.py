@@ -1,8 +1,9 @@
 """The conda route and the pip route install the same tested set."""
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 PIN = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_.\-]+)==([^\s#]+)")
@@ -23,13 +24,22 @@ def test_environment_yml_matches_requirements():
 
 
 def test_requirements_pin_everything_exactly():
-    lines = [l.strip() for l in (ROOT / "requirements.txt").read_text().splitlines()]
-    packages = [l for l in lines if l and not l.startswith("#")]
-    assert all("==" in l for l in packages), [l for l in packages if "==" not in l]
+    lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    packages = [line for line in lines if line and not line.startswith("#")]
+    assert all("==" in p for p in packages), [p for p in packages if "==" not in p]
     pins = _pins(ROOT / "requirements.txt")
     assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
-    for needed in ("jupyterlab", "ipykernel", "ipywidgets", "nbval", "nbclient", "nbformat",
-                   "matplotlib", "pytest", "tqdm"):
+    for needed in (
+        "jupyterlab",
+        "ipykernel",
+        "ipywidgets",
+        "nbval",
+        "nbclient",
+        "nbformat",
+        "matplotlib",
+        "pytest",
+        "tqdm",
+    ):
         assert needed in pins
 
 

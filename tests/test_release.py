@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_stub_keeps_indent_and_surrounding_code():
-    source = "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n"
+    source = (
+        "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n"
+    )
     stub = stub_solution(source, "01.1", "add one")
     assert stub == (
         "def f(x):\n    y = 1\n    # Your code here, then run the check cell below.\n"
@@ -51,9 +53,13 @@ def _exercise_cell(ex_id, source):
 
 
 def test_release_clears_outputs_and_stubs():
-    code = nbformat.v4.new_code_cell("print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")])
+    code = nbformat.v4.new_code_cell(
+        "print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")]
+    )
     code.execution_count = 3
-    ex = _exercise_cell("01.1", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION")
+    ex = _exercise_cell(
+        "01.1", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION"
+    )
     student = release_notebook(_notebook(code, ex))
     assert student.cells[0].outputs == [] and student.cells[0].execution_count is None
     assert "NotImplementedError" in student.cells[1].source
@@ -95,7 +101,8 @@ def test_check_detects_stale_and_orphan(tmp_path, capsys):
 def test_course_release_check_from_installed_command():
     """`course release --check` works through the console script, from the repository root."""
     course = Path(sys.executable).parent / "course"
-    done = subprocess.run([str(course), "release", "--check"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [str(course), "release", "--check"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "up to date" in done.stdout

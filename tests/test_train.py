@@ -31,15 +31,22 @@ def test_evaluate_leaves_parameters_alone(loader):
 
 def test_max_steps_limits_images(loader):
     model = models.Net()
-    stats = train_one_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.01),
-                            max_steps=2, progress=False)
+    stats = train_one_epoch(
+        model, loader, torch.optim.SGD(model.parameters(), lr=0.01), max_steps=2, progress=False
+    )
     assert stats.images == 128
 
 
 def test_bfloat16_autocast_runs_on_cpu(loader):
     model = models.Net()
-    stats = train_one_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.01),
-                            autocast_dtype=torch.bfloat16, max_steps=1, progress=False)
+    stats = train_one_epoch(
+        model,
+        loader,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        autocast_dtype=torch.bfloat16,
+        max_steps=1,
+        progress=False,
+    )
     assert stats.images == 64
 
 

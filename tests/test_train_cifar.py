@@ -4,7 +4,10 @@ from course_utils import train_cifar
 
 
 def test_runs_on_cpu_and_reports(capsys):
-    assert train_cifar.main(["--disable-cuda", "--max-steps", "3", "--no-progress", "--threads", "1"]) == 0
+    assert (
+        train_cifar.main(["--disable-cuda", "--max-steps", "3", "--no-progress", "--threads", "1"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "device cpu, 1 torch threads" in out
     assert "epoch 1: train loss" in out and "test: loss" in out

@@ -13,8 +13,12 @@ def check_standardize(standardize):
     expect(isinstance(got, torch.Tensor), "a tensor", type(got).__name__)
     expect(got.shape == x.shape, f"shape {tuple(x.shape)}", f"shape {tuple(got.shape)}")
     want = (x - x.mean(dim=0)) / x.std(dim=0, unbiased=False)
-    expect(torch.allclose(got, want, atol=1e-5), "each column with mean 0 and std 1",
-           f"column means {got.mean(0).tolist()}", "standardize(x)")
+    expect(
+        torch.allclose(got, want, atol=1e-5),
+        "each column with mean 0 and std 1",
+        f"column means {got.mean(0).tolist()}",
+        "standardize(x)",
+    )
     return "every column now has mean 0 and standard deviation 1"
 
 
@@ -23,9 +27,14 @@ def check_flatten(batch_flatten):
     x = torch.randn(8, 3, 4, 4)
     got = call_answer(batch_flatten, x)
     expect(tuple(got.shape) == (8, 48), "shape (8, 48)", f"shape {tuple(got.shape)}")
-    expect(got.data_ptr() == x.data_ptr(), "a view sharing the input's memory",
-           "a copy (different data_ptr); use .view, .reshape or .flatten(1), not .clone()")
-    expect(torch.equal(got[3], x[3].reshape(-1)), "row 3 equal to image 3 flattened", "other values")
+    expect(
+        got.data_ptr() == x.data_ptr(),
+        "a view sharing the input's memory",
+        "a copy (different data_ptr); use .view, .reshape or .flatten(1), not .clone()",
+    )
+    expect(
+        torch.equal(got[3], x[3].reshape(-1)), "row 3 equal to image 3 flattened", "other values"
+    )
     return "(8, 3, 4, 4) -> (8, 48) as a view of the same memory"
 
 

@@ -33,9 +33,12 @@ def check_time_loader(time_loader):
     expect(isinstance(rate, (int, float)), "a number (images per second)", type(rate).__name__)
     expect(loader.taken == 4, "exactly 4 batches taken from the loader", f"{loader.taken}")
     ceiling = sum(sizes[:4]) / (4 * delay)  # the loader cannot go faster than its sleeps
-    expect(0.2 * ceiling < rate <= 1.05 * ceiling,
-           f"about {ceiling:,.0f} images/s (22 images in 4 batches of 20 ms each)",
-           f"{rate:,.0f} images/s", "count the images in each batch, divide by elapsed seconds")
+    expect(
+        0.2 * ceiling < rate <= 1.05 * ceiling,
+        f"about {ceiling:,.0f} images/s (22 images in 4 batches of 20 ms each)",
+        f"{rate:,.0f} images/s",
+        "count the images in each batch, divide by elapsed seconds",
+    )
     return f"{rate:,.0f} images/s from the loader alone; it can go no faster than {ceiling:,.0f}"
 
 
@@ -44,20 +47,35 @@ def check_gpu_loader(gpu_loader):
     dataset = torch.utils.data.TensorDataset(torch.zeros(64, 3, 4, 4), torch.zeros(64))
     for device, cpus in (("cuda", 2), ("cpu", 1), ("cuda", 0)):
         loader = call_answer(gpu_loader, dataset, 32, cpus, torch.device(device))
-        expect(isinstance(loader, torch.utils.data.DataLoader), "a DataLoader",
-               type(loader).__name__)
+        expect(
+            isinstance(loader, torch.utils.data.DataLoader), "a DataLoader", type(loader).__name__
+        )
         where = f"gpu_loader(dataset, 32, cpus={cpus}, device={device!r})"
         expect(loader.batch_size == 32, "batch_size 32", loader.batch_size, where)
-        expect(loader.num_workers == cpus, f"num_workers={cpus} (one per allocated CPU)",
-               f"num_workers={loader.num_workers}", where)
-        expect(loader.pin_memory == (device == "cuda"),
-               f"pin_memory={device == 'cuda'} (pin only when copying to a GPU)",
-               f"pin_memory={loader.pin_memory}", where)
-        expect(loader.persistent_workers == (cpus > 0),
-               f"persistent_workers={cpus > 0} (keep workers alive between epochs)",
-               f"persistent_workers={loader.persistent_workers}", where)
-        expect(isinstance(loader.sampler, torch.utils.data.RandomSampler), "shuffle=True",
-               type(loader.sampler).__name__, where)
+        expect(
+            loader.num_workers == cpus,
+            f"num_workers={cpus} (one per allocated CPU)",
+            f"num_workers={loader.num_workers}",
+            where,
+        )
+        expect(
+            loader.pin_memory == (device == "cuda"),
+            f"pin_memory={device == 'cuda'} (pin only when copying to a GPU)",
+            f"pin_memory={loader.pin_memory}",
+            where,
+        )
+        expect(
+            loader.persistent_workers == (cpus > 0),
+            f"persistent_workers={cpus > 0} (keep workers alive between epochs)",
+            f"persistent_workers={loader.persistent_workers}",
+            where,
+        )
+        expect(
+            isinstance(loader.sampler, torch.utils.data.RandomSampler),
+            "shuffle=True",
+            type(loader.sampler).__name__,
+            where,
+        )
     return "workers = allocated CPUs, kept alive across epochs, pinned only for a GPU"
 
 
@@ -71,8 +89,9 @@ class _Spy(nn.Module):
         self.seen = []
 
     def forward(self, x):
-        self.seen.append((x.is_contiguous(memory_format=torch.channels_last),
-                          _autocast_dtype(x.device.type)))
+        self.seen.append(
+            (x.is_contiguous(memory_format=torch.channels_last), _autocast_dtype(x.device.type))
+        )
         return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
 
 
@@ -103,22 +122,32 @@ def check_fast_step(fast_step):
         p.grad = torch.full_like(p, 100.0)  # stale gradients: the step must clear them
     reference = copy.deepcopy(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    ref_loss = _reference_step(reference, inputs, targets,
-                               torch.optim.SGD(reference.parameters(), lr=0.1))
+    ref_loss = _reference_step(
+        reference, inputs, targets, torch.optim.SGD(reference.parameters(), lr=0.1)
+    )
     loss = call_answer(fast_step, model, inputs, targets, optimizer)
     expect(len(model.seen) == 1, "one forward pass", f"{len(model.seen)}")
     channels_last, dtype = model.seen[0]
-    expect(channels_last, "inputs in channels_last memory format inside the model",
-           "contiguous (NCHW) inputs; use inputs.contiguous(memory_format=torch.channels_last)")
-    expect(dtype == torch.bfloat16, "the forward pass under torch.autocast(dtype=torch.bfloat16)",
-           f"autocast {'off' if dtype is None else dtype}")
-    expect(isinstance(loss, float), "the loss as a Python float (loss.item())",
-           type(loss).__name__)
+    expect(
+        channels_last,
+        "inputs in channels_last memory format inside the model",
+        "contiguous (NCHW) inputs; use inputs.contiguous(memory_format=torch.channels_last)",
+    )
+    expect(
+        dtype == torch.bfloat16,
+        "the forward pass under torch.autocast(dtype=torch.bfloat16)",
+        f"autocast {'off' if dtype is None else dtype}",
+    )
+    expect(isinstance(loss, float), "the loss as a Python float (loss.item())", type(loss).__name__)
     expect(abs(loss - ref_loss) < 1e-3, f"loss {ref_loss:.4f}", f"{loss:.4f}")
-    same = all(torch.allclose(p, q, atol=1e-4)
-               for p, q in zip(model.parameters(), reference.parameters()))
-    expect(same, "parameters after one SGD step from fresh gradients",
-           "other parameters (were the old gradients cleared with optimizer.zero_grad()?)")
+    same = all(
+        torch.allclose(p, q, atol=1e-4) for p, q in zip(model.parameters(), reference.parameters())
+    )
+    expect(
+        same,
+        "parameters after one SGD step from fresh gradients",
+        "other parameters (were the old gradients cleared with optimizer.zero_grad()?)",
+    )
     return "channels_last inputs, bf16 autocast, fresh gradients, one optimizer step"
 
 
@@ -127,6 +156,10 @@ def check_scaling_efficiency(scaling_efficiency):
     cases = [((1000.0, 1800.0, 2), 0.9), ((1000.0, 4000.0, 4), 1.0), ((500.0, 1000.0, 8), 0.25)]
     for args, want in cases:
         got = call_answer(scaling_efficiency, *args)
-        expect(isinstance(got, (int, float)) and abs(got - want) < 1e-9, want, got,
-               f"scaling_efficiency{args}")
+        expect(
+            isinstance(got, (int, float)) and abs(got - want) < 1e-9,
+            want,
+            got,
+            f"scaling_efficiency{args}",
+        )
     return "efficiency = throughput with n processes / (n x throughput with 1)"
