@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from slurm_utils import REPO, cancel, require_cluster, submit, submit_detached, wait_for_text
 
-SCRIPTS = ["cpu_job.sh", "gpu_job.sh", "ddp_srun.sh", "ddp_torchrun.sh", "mps_job.sh",
-           "interactive.sh", "jupyter_job.sh"]  # fmt: skip
+# Every batch script the course ships; config.sh is the site settings they all source.
+SCRIPTS = sorted(p.name for p in (REPO / "slurm").glob("*.sh") if p.name != "config.sh")
 CPU = {"COURSE_DEVICE": "cpu"}
 DDP_ARGS = ["--epochs", "2", "--images", "1024", "--batch-size", "16", "--lr", "0.05"]
 TRAIN_ARGS = ["--epochs", "1", "--max-steps", "10", "--batch-size", "64"]
