@@ -14,21 +14,25 @@ NAME = "train_throughput"
 
 
 def run(device: torch.device, images: int | None = None, repeats: int = 3,
-        compile: bool | None = None, batch_size: int = 512, dataset_size: int = 5000,
-        warmup: int = 2) -> dict:
-    """Tune step by step, then measure naive and tuned side by side; the labelled result."""
-    images = images or (65536 if device.type == "cuda" else 8192)  # about a second or two each
+        compile: bool | None = None, batch_sizes=None, dataset_size: int | None = None,
+        warmup: int = 2, pairs: int = 3) -> dict:
+    """Tune step by step, then measure naive and tuned side by side; the labelled result.
+    Defaults by device: a GPU gets larger batches, more images and a CIFAR-sized data set."""
+    gpu = device.type == "cuda"
+    images = images or (65536 if gpu else 8192)  # about a second per measurement
+    batch_sizes = batch_sizes or ((256, 512, 1024, 2048) if gpu else (256, 512, 1024))
+    dataset_size = dataset_size or (50000 if gpu else 5000)
     if compile is None:  # compiling the training step takes minutes of a 2-core CPU
         compile = device.type == "cuda"
     dataset = data.SyntheticCIFAR10(train=True, size=dataset_size)
     kwargs = {"images": images, "warmup": warmup}
-    steps = speed.tuning_steps(batch_size=batch_size, compile=compile)
-    tuned, results = speed.tune(dataset, device, steps, paired=True, **kwargs)
+    steps = speed.tuning_steps(batch_sizes=tuple(batch_sizes), compile=compile)
+    tuned, results = speed.tune(dataset, device, steps, pairs=pairs, **kwargs)
     comparison = speed.compare(speed.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
     return {
         **common.label(NAME, device),
         "settings": {"images_per_measurement": images, "repeats": repeats, "compile": compile,
-                     "warmup_steps": warmup, "paired": True,
+                     "warmup_steps": warmup, "pairs": pairs, "batch_sizes": list(batch_sizes),
                      "dataset": f"synthetic CIFAR-10, {dataset_size}"},
         "steps": [
             {"step": r.step, "images_per_second": r.images_per_second, "kept": r.kept,
@@ -48,14 +52,20 @@ def main(argv=None) -> int:
     p.add_argument("--images", type=int, default=None,
                    help="images per measurement (default: 8192 on a CPU, 65536 on a GPU)")
     p.add_argument("--repeats", type=int, default=3, help="naive/tuned alternations")
-    p.add_argument("--batch-size", type=int, default=512, help="the batch-size step's value")
-    p.add_argument("--dataset-size", type=int, default=5000, help="synthetic training images")
+    p.add_argument("--pairs", type=int, default=3,
+                   help="best/candidate alternations per tuning step (0: one measurement)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=None,
+                   help="the batch sizes the batch-size steps try, in order "
+                        "(default: 256 512 1024, and 2048 on a GPU)")
+    p.add_argument("--dataset-size", type=int, default=None,
+                   help="synthetic training images (default: 5000 CPU, 50000 GPU)")
     p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto",
                    help="include the torch.compile step (auto: on a GPU only)")
     args = p.parse_args(argv)
     device = common.resolve_device(args.device, p)
     compile = {"auto": None, "yes": True, "no": False}[args.compile]
-    result = run(device, args.images, args.repeats, compile, args.batch_size, args.dataset_size)
+    result = run(device, args.images, args.repeats, compile, args.batch_sizes, args.dataset_size,
+                 pairs=args.pairs)
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")
     print(common.table(result["steps"], ["step", "images_per_second", "note"]))
     print(f"side by side ({args.repeats} alternations, medians): naive "

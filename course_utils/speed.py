@@ -80,17 +80,19 @@ class Step:
 
 
 def tuning_steps(
-    cpus: int | None = None, batch_size: int = 512, compile: bool = True
+    cpus: int | None = None, batch_sizes: tuple[int, ...] = (256, 512, 1024), compile: bool = True
 ) -> list[Step]:
     """The documentation's recommendations, in the order the lesson applies them.
 
-    compile=False leaves torch.compile out (its first steps compile for 20 s or more on a
-    2-core CPU; the benchmark measures it).
+    The batch size is raised in `batch_sizes` steps, each kept only while throughput still grows
+    (on a CPU, large batches can fall out of the caches). compile=False leaves torch.compile out
+    (it compiles for 10 s or more on a 2-core CPU; the benchmark measures it).
     """
     cpus = cpus or hpc.allocated_cpus()
     steps = [
-        Step(f"batch size {batch_size}", {"batch_size": batch_size},
-             why="fewer, larger steps: less Python and launch overhead per image"),
+        *(Step(f"batch size {b}", {"batch_size": b},
+               why="fewer, larger steps: less Python and launch overhead per image")
+          for b in batch_sizes),
         Step(f"{cpus} DataLoader workers", {"num_workers": cpus},
              why="prepare batches in parallel with training (one per allocated CPU)"),
         Step("pinned memory, non_blocking", {"pin_memory": True}, needs="cuda",
@@ -266,14 +268,15 @@ def tune(
     steps: list[Step] | None = None,
     start: Recipe = NAIVE,
     threshold: float = 0.03,
-    paired: bool = False,
+    pairs: int = 0,
     measure_fn: Callable[[Recipe], float] | None = None,
     **measure_kwargs,
 ) -> tuple[Recipe, list[StepResult]]:
     """Apply `steps` one at a time; keep a step when it is more than `threshold` (3%) faster than
     the best so far. Returns the tuned Recipe and one StepResult per step, starting with the
-    baseline. `paired`: measure the best recipe again right before each candidate, so a change
-    in the machine's load between steps is not taken for the step's effect (twice the time).
+    baseline. `pairs` > 0: measure the best recipe and the candidate alternately, `pairs` times
+    each, and compare the medians, so a change in the machine's load between steps is not taken
+    for the step's effect (costs 2 x `pairs` measurements per step instead of 1).
     `measure_fn(recipe) -> images/s` replaces `measure` (tests pass a fake)."""
     device = torch.device(device)
     steps = tuning_steps() if steps is None else steps
@@ -289,9 +292,10 @@ def tune(
             results.append(StepResult(step.name, None, False, note))
             continue
         candidate = replace(best, **step.changes)
-        if paired:
-            best_rate = measure_fn(best)
-        rate = measure_fn(candidate)
+        if pairs:
+            best_rate, rate = _alternate(measure_fn, best, candidate, pairs)
+        else:
+            rate = measure_fn(candidate)
         kept = rate > best_rate * (1 + threshold)
         change = rate / best_rate - 1
         note = f"{change:+.0%} vs best so far: " + ("kept" if kept else "dropped")
@@ -299,6 +303,15 @@ def tune(
         if kept:
             best, best_rate = candidate, rate
     return best, results
+
+
+def _alternate(measure_fn, a: Recipe, b: Recipe, repeats: int) -> tuple[float, float]:
+    """Medians of `a` and `b` measured alternately, `repeats` times each."""
+    rates_a, rates_b = [], []
+    for _ in range(repeats):
+        rates_a.append(measure_fn(a))
+        rates_b.append(measure_fn(b))
+    return statistics.median(rates_a), statistics.median(rates_b)
 
 
 @dataclass(frozen=True)
@@ -327,11 +340,7 @@ def compare(
     if measure_fn is None:
         def measure_fn(recipe):
             return measure(recipe, dataset, device, **measure_kwargs)
-    rates = {"naive": [], "tuned": []}
-    for _ in range(repeats):
-        rates["naive"].append(measure_fn(naive))
-        rates["tuned"].append(measure_fn(tuned))
-    return Comparison(statistics.median(rates["naive"]), statistics.median(rates["tuned"]), repeats)
+    return Comparison(*_alternate(measure_fn, naive, tuned, repeats), repeats)
 
 
 def results_table(results: list[StepResult]) -> str:

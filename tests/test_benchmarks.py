@@ -21,7 +21,7 @@ def _read(path):
 def test_train_throughput(tmp_path, capsys):
     out = tmp_path / "t.json"
     args = ["--device", "cpu", "--images", "64", "--repeats", "1", "--dataset-size", "256",
-            "--batch-size", "64", "--compile", "no", "--out", str(out)]
+            "--batch-sizes", "64", "--compile", "no", "--pairs", "1", "--out", str(out)]
     assert train_throughput.main(args) == 0
     r = _read(out)
     assert r["benchmark"] == "train_throughput" and r["device_type"] == "cpu"

@@ -35,17 +35,20 @@ def test_recipe_rejects_bad_values(kwargs, match):
 def test_tuning_steps_order_and_gates():
     steps = speed.tuning_steps(cpus=4)
     names = [s.name for s in steps]
-    assert names[:3] == ["batch size 512", "4 DataLoader workers", "pinned memory, non_blocking"]
+    assert names[:5] == ["batch size 256", "batch size 512", "batch size 1024",
+                         "4 DataLoader workers", "pinned memory, non_blocking"]
     order = [names.index(n) for n in ("channels_last", "autocast bf16", "torch.compile")]
     assert order == sorted(order)
-    pinned = steps[2]
+    pinned = steps[4]
     assert not pinned.applies_to("cpu") and pinned.applies_to("cuda:0")
     assert "torch.compile" not in [s.name for s in speed.tuning_steps(cpus=4, compile=False)]
 
 
 def _fake_rate(recipe):
-    """Images/s a made-up machine gives: big batches x3, workers x0.5, memory loader x1.02."""
-    rate = 100.0 * (3 if recipe.batch_size == 512 else 1) * (0.5 if recipe.num_workers else 1)
+    """Images/s of a made-up machine: batch 256 x2, 512 x3, 1024 x2.5 (out of cache), workers
+    x0.5, memory loader x1.02, compile x2."""
+    rate = 100.0 * {128: 1, 256: 2, 512: 3, 1024: 2.5}[recipe.batch_size]
+    rate *= 0.5 if recipe.num_workers else 1
     return rate * (1.02 if recipe.loader == "memory" else 1) * (2 if recipe.compile else 1)
 
 
@@ -55,8 +58,9 @@ def test_tune_keeps_only_what_measurably_helps():
     by_name = {r.step: r for r in results}
     assert results[0].step == "baseline (documentation script)"
     assert results[0].images_per_second == 100
-    assert by_name["batch size 512"].kept and by_name["batch size 512"].note == (
-        "+200% vs best so far: kept")
+    assert by_name["batch size 256"].kept and by_name["batch size 512"].note == (
+        "+50% vs best so far: kept")
+    assert by_name["batch size 1024"].note == "-17% vs best so far: dropped"
     assert not by_name["2 DataLoader workers"].kept
     assert by_name["pinned memory, non_blocking"].skipped
     assert by_name["pinned memory, non_blocking"].note == (
@@ -66,18 +70,18 @@ def test_tune_keeps_only_what_measurably_helps():
     assert "batch size 512" in table and "600" in table
 
 
-def test_tune_paired_remeasures_the_best_before_each_candidate():
+def test_tune_pairs_alternate_the_best_and_each_candidate():
     calls = []
 
     def fake(recipe):
         calls.append(recipe)
         return _fake_rate(recipe)
 
-    steps = speed.tuning_steps(cpus=2)[:2]
-    speed.tune(TINY, "cpu", steps, paired=True, measure_fn=fake)
+    steps = speed.tuning_steps(cpus=2, batch_sizes=(512,))[:2]
+    speed.tune(TINY, "cpu", steps, pairs=2, measure_fn=fake)
     big = speed.Recipe(batch_size=512)
     workers = speed.Recipe(batch_size=512, num_workers=2)
-    assert calls == [speed.NAIVE, speed.NAIVE, big, big, workers]
+    assert calls == [speed.NAIVE, speed.NAIVE, big, speed.NAIVE, big, big, workers, big, workers]
 
 
 def test_compare_reports_medians_measured_side_by_side():
