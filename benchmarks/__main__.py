@@ -1,6 +1,6 @@
 """Run every benchmark; with --out-dir, write <out-dir>/bench_<name>.json (the lesson references).
 
-    python -m benchmarks --device cuda --out-dir course_utils/reference
+python -m benchmarks --device cuda --out-dir course_utils/reference
 """
 
 from __future__ import annotations

@@ -24,8 +24,12 @@ class NeedsGPU(Exception):
 def parser(name: str, doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}", description=doc)
     p.add_argument("--device", default="auto", help="auto (GPU if there is one), cpu, cuda, cuda:1")
-    p.add_argument("--out", type=Path, default=None,
-                   help=f"JSON file to write (default: {DEFAULT_DIR}/{name}-<device>.json)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"JSON file to write (default: {DEFAULT_DIR}/{name}-<device>.json)",
+    )
     return p
 
 
@@ -71,6 +75,7 @@ def label(name: str, device: torch.device) -> dict:
 
 def table(rows: list[dict], columns: list[str]) -> str:
     """A plain text table of `rows` (dicts), floats with thousands separators."""
+
     def cell(v):
         if isinstance(v, float):
             return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
@@ -79,11 +84,13 @@ def table(rows: list[dict], columns: list[str]) -> str:
     cells = [[cell(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows)
-               for c in columns]
+    numeric = [
+        all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows) for c in columns
+    ]
     for row in cells:
-        lines.append("  ".join(v.rjust(w) if n else v.ljust(w)
-                               for v, w, n in zip(row, widths, numeric)))
+        lines.append(
+            "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric))
+        )
     return "\n".join(lines)
 
 

@@ -28,26 +28,52 @@ def parse_throughput(output: str) -> float:
     return float(found[-1][0].replace(",", ""))
 
 
-def train_rate(nproc: int, device: torch.device, images: int, batch_size: int, threads: int,
-               epochs: int, timeout: float) -> float:
-    args = ["--epochs", epochs, "--images", images * nproc, "--batch-size", batch_size,
-            "--threads", threads]
+def train_rate(
+    nproc: int,
+    device: torch.device,
+    images: int,
+    batch_size: int,
+    threads: int,
+    epochs: int,
+    timeout: float,
+) -> float:
+    args = [
+        "--epochs",
+        epochs,
+        "--images",
+        images * nproc,
+        "--batch-size",
+        batch_size,
+        "--threads",
+        threads,
+    ]
     if device.type != "cuda":
         args.append("--disable-cuda")
     # One process needs no launcher (ddp_train then joins a process group of 1); the throughput
     # is measured inside the training, so the launcher's start-up is not in the figure.
-    result = distributed.launch("course_utils.ddp_train", *args, nproc=nproc, echo=False,
-                                timeout=timeout, torchrun=nproc > 1)
+    result = distributed.launch(
+        "course_utils.ddp_train",
+        *args,
+        nproc=nproc,
+        echo=False,
+        timeout=timeout,
+        torchrun=nproc > 1,
+    )
     return parse_throughput(result.output)
 
 
-def run(device: torch.device, images: int = 4096, batch_size: int = 64, threads: int = 1,
-        epochs: int = 2, timeout: float = 300) -> dict:
+def run(
+    device: torch.device,
+    images: int = 4096,
+    batch_size: int = 64,
+    threads: int = 1,
+    epochs: int = 2,
+    timeout: float = 300,
+) -> dict:
     """Throughput with 1 and 2 processes, each training `images` images per epoch."""
     if device.type == "cuda" and torch.cuda.device_count() < 2:
         device = torch.device("cpu")  # 2 processes on 1 GPU would measure sharing, not scaling
-    rates = {n: train_rate(n, device, images, batch_size, threads, epochs, timeout)
-             for n in (1, 2)}
+    rates = {n: train_rate(n, device, images, batch_size, threads, epochs, timeout) for n in (1, 2)}
     return {
         **common.label(NAME, device),
         "settings": {"images_per_process": images, "batch_size_per_process": batch_size,
@@ -69,8 +95,10 @@ def main(argv=None) -> int:
     result = run(device, args.images, args.batch_size, args.threads, args.epochs)
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")
     print(common.table(result["rows"], list(result["rows"][0])))
-    print(f"2 processes: {result['speedup']:.2f}x the throughput of 1, scaling efficiency "
-          f"{result['scaling_efficiency']:.0%}")
+    print(
+        f"2 processes: {result['speedup']:.2f}x the throughput of 1, scaling efficiency "
+        f"{result['scaling_efficiency']:.0%}"
+    )
     common.save(result, args.out, NAME, device)
     return 0
 

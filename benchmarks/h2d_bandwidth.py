@@ -49,21 +49,28 @@ def query_link(index: int = 0) -> tuple[int, int] | None:
 
 def bandwidth(src: torch.Tensor, device: torch.device, non_blocking: bool) -> float:
     """GB/s of copying `src` to `device` (median of torch.utils.benchmark blocks, synchronized)."""
-    t = time_fn(lambda: src.to(device, non_blocking=non_blocking), sync_device=device,
-                min_run_time=0.3)
+    t = time_fn(
+        lambda: src.to(device, non_blocking=non_blocking), sync_device=device, min_run_time=0.3
+    )
     return src.numel() * src.element_size() / t.median / 1e9
 
 
 def run(device: torch.device, sizes_mb=(1, 16, 256), peak_gbs: float | None = None) -> dict:
     if device.type != "cuda":
-        raise common.NeedsGPU(f"needs a CUDA GPU (pinned memory, host-to-device copies); "
-                              f"running on {device.type}")
+        raise common.NeedsGPU(
+            f"needs a CUDA GPU (pinned memory, host-to-device copies); running on {device.type}"
+        )
     rows = []
     for mb in sizes_mb:
         pageable = torch.empty(int(mb * 2**20) // 4, dtype=torch.float32)
         pinned = pageable.pin_memory()
-        rows.append({"MiB": mb, "pageable GB/s": bandwidth(pageable, device, False),
-                     "pinned GB/s": bandwidth(pinned, device, True)})
+        rows.append(
+            {
+                "MiB": mb,
+                "pageable GB/s": bandwidth(pageable, device, False),
+                "pinned GB/s": bandwidth(pinned, device, True),
+            }
+        )
         rows[-1]["pinned / pageable"] = rows[-1]["pinned GB/s"] / rows[-1]["pageable GB/s"]
     link = query_link(device.index or 0)
     if peak_gbs is None and link is not None:
@@ -81,8 +88,12 @@ def run(device: torch.device, sizes_mb=(1, 16, 256), peak_gbs: float | None = No
 def main(argv=None) -> int:
     p = common.parser(NAME, __doc__.splitlines()[0])
     p.add_argument("--sizes-mb", type=float, nargs="+", default=[1, 16, 256])
-    p.add_argument("--peak-gbs", type=float, default=None,
-                   help="the link's nominal GB/s (default: from nvidia-smi's PCIe generation)")
+    p.add_argument(
+        "--peak-gbs",
+        type=float,
+        default=None,
+        help="the link's nominal GB/s (default: from nvidia-smi's PCIe generation)",
+    )
     args = p.parse_args(argv)
     device = common.resolve_device(args.device, p)
     try:
@@ -90,8 +101,10 @@ def main(argv=None) -> int:
     except common.NeedsGPU as e:
         print(f"{NAME}: skipped: {e}; nothing written", file=sys.stderr)
         return 2  # never exit 0 as if it had run
-    print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}; link "
-          f"{result['link']}, nominal peak {result['nominal_peak_gbs']} GB/s")
+    print(
+        f"{result['device']}, PyTorch {result['torch']}, {result['date']}; link "
+        f"{result['link']}, nominal peak {result['nominal_peak_gbs']} GB/s"
+    )
     print(common.table(result["rows"], list(result["rows"][0])))
     common.save(result, args.out, NAME, device)
     return 0

@@ -43,17 +43,26 @@ def tflops(n: int, mode: str, device: torch.device, min_run_time: float = 0.5) -
     return 2 * n**3 / t.median / 1e12
 
 
-def run(device: torch.device, n: int | None = None, min_run_time: float = 0.5,
-        peak: dict[str, float] | None = None) -> dict:
+def run(
+    device: torch.device,
+    n: int | None = None,
+    min_run_time: float = 0.5,
+    peak: dict[str, float] | None = None,
+) -> dict:
     n = n or (8192 if device.type == "cuda" else 1024)
     label = common.label(NAME, device)
     peak = peak or peak_for(label["device"])
     rows = []
     for mode in MODES:  # side by side in one run: the ratios compare like with like
         rate = tflops(n, mode, device, min_run_time)
-        rows.append({"mode": mode, "TFLOP/s": rate,
-                     "speedup vs fp32": rate / rows[0]["TFLOP/s"] if rows else 1.0,
-                     "% of peak": 100 * rate / peak[mode] if peak else None})
+        rows.append(
+            {
+                "mode": mode,
+                "TFLOP/s": rate,
+                "speedup vs fp32": rate / rows[0]["TFLOP/s"] if rows else 1.0,
+                "% of peak": 100 * rate / peak[mode] if peak else None,
+            }
+        )
     note = None
     if device.type == "cpu":
         note = "on the CPU the TF32 flags change nothing: TF32 is a tensor-core format"
@@ -63,15 +72,23 @@ def run(device: torch.device, n: int | None = None, min_run_time: float = 0.5,
 def main(argv=None) -> int:
     p = common.parser(NAME, __doc__)
     p.add_argument("--n", type=int, default=None, help="matrix size (default: 8192 GPU, 1024 CPU)")
-    p.add_argument("--peak", type=float, nargs=3, metavar=("FP32", "TF32", "BF16"), default=None,
-                   help="the device's peak TFLOP/s when it is not in the table")
+    p.add_argument(
+        "--peak",
+        type=float,
+        nargs=3,
+        metavar=("FP32", "TF32", "BF16"),
+        default=None,
+        help="the device's peak TFLOP/s when it is not in the table",
+    )
     p.add_argument("--min-run-time", type=float, default=0.5, help="seconds per measurement")
     args = p.parse_args(argv)
     device = common.resolve_device(args.device, p)
     peak = dict(zip(MODES, args.peak)) if args.peak else None
     result = run(device, args.n, args.min_run_time, peak)
-    print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}; n = {result['n']}; "
-          f"peak {result['peak_tflops'] or 'unknown for this device (pass --peak)'}")
+    print(
+        f"{result['device']}, PyTorch {result['torch']}, {result['date']}; n = {result['n']}; "
+        f"peak {result['peak_tflops'] or 'unknown for this device (pass --peak)'}"
+    )
     print(common.table(result["rows"], list(result["rows"][0])))
     if result["note"]:
         print(result["note"])

@@ -13,9 +13,16 @@ from course_utils import data, speed
 NAME = "train_throughput"
 
 
-def run(device: torch.device, images: int | None = None, repeats: int = 3,
-        compile: bool | None = None, batch_sizes=None, dataset_size: int | None = None,
-        warmup: int = 2, pairs: int = 3) -> dict:
+def run(
+    device: torch.device,
+    images: int | None = None,
+    repeats: int = 3,
+    compile: bool | None = None,
+    batch_sizes=None,
+    dataset_size: int | None = None,
+    warmup: int = 2,
+    pairs: int = 3,
+) -> dict:
     """Tune step by step, then measure naive and tuned side by side; the labelled result.
     Defaults by device: a GPU gets larger batches, more images and a CIFAR-sized data set."""
     gpu = device.type == "cuda"
@@ -49,29 +56,59 @@ def run(device: torch.device, images: int | None = None, repeats: int = 3,
 
 def main(argv=None) -> int:
     p = common.parser(NAME, __doc__)
-    p.add_argument("--images", type=int, default=None,
-                   help="images per measurement (default: 8192 on a CPU, 65536 on a GPU)")
+    p.add_argument(
+        "--images",
+        type=int,
+        default=None,
+        help="images per measurement (default: 8192 on a CPU, 65536 on a GPU)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="naive/tuned alternations")
-    p.add_argument("--pairs", type=int, default=3,
-                   help="best/candidate alternations per tuning step (0: one measurement)")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=None,
-                   help="the batch sizes the batch-size steps try, in order "
-                        "(default: 256 512 1024, and 2048 on a GPU)")
-    p.add_argument("--dataset-size", type=int, default=None,
-                   help="synthetic training images (default: 5000 CPU, 50000 GPU)")
-    p.add_argument("--compile", choices=["auto", "yes", "no"], default="auto",
-                   help="include the torch.compile step (auto: on a GPU only)")
+    p.add_argument(
+        "--pairs",
+        type=int,
+        default=3,
+        help="best/candidate alternations per tuning step (0: one measurement)",
+    )
+    p.add_argument(
+        "--batch-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the batch sizes the batch-size steps try, in order "
+        "(default: 256 512 1024, and 2048 on a GPU)",
+    )
+    p.add_argument(
+        "--dataset-size",
+        type=int,
+        default=None,
+        help="synthetic training images (default: 5000 CPU, 50000 GPU)",
+    )
+    p.add_argument(
+        "--compile",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="include the torch.compile step (auto: on a GPU only)",
+    )
     args = p.parse_args(argv)
     device = common.resolve_device(args.device, p)
     compile = {"auto": None, "yes": True, "no": False}[args.compile]
-    result = run(device, args.images, args.repeats, compile, args.batch_sizes, args.dataset_size,
-                 pairs=args.pairs)
+    result = run(
+        device,
+        args.images,
+        args.repeats,
+        compile,
+        args.batch_sizes,
+        args.dataset_size,
+        pairs=args.pairs,
+    )
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")
     print(common.table(result["steps"], ["step", "images_per_second", "note"]))
-    print(f"side by side ({args.repeats} alternations, medians): naive "
-          f"{result['naive_images_per_second']:,.0f} images/s, tuned "
-          f"{result['tuned_images_per_second']:,.0f} images/s: {result['speedup']:.2f}x "
-          f"(tuned: {result['tuned_changes']})")
+    print(
+        f"side by side ({args.repeats} alternations, medians): naive "
+        f"{result['naive_images_per_second']:,.0f} images/s, tuned "
+        f"{result['tuned_images_per_second']:,.0f} images/s: {result['speedup']:.2f}x "
+        f"(tuned: {result['tuned_changes']})"
+    )
     common.save(result, args.out, NAME, device)
     return 0
 

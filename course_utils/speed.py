@@ -281,8 +281,10 @@ def tune(
     device = torch.device(device)
     steps = tuning_steps() if steps is None else steps
     if measure_fn is None:
+
         def measure_fn(recipe):
             return measure(recipe, dataset, device, **measure_kwargs)
+
     best_rate = measure_fn(start)
     results = [StepResult("baseline (documentation script)", best_rate, True, "as written")]
     best = start
@@ -338,8 +340,10 @@ def compare(
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be at least 1")
     if measure_fn is None:
+
         def measure_fn(recipe):
             return measure(recipe, dataset, device, **measure_kwargs)
+
     return Comparison(*_alternate(measure_fn, naive, tuned, repeats), repeats)
 
 
@@ -411,8 +415,10 @@ def show_reference(name: str, directory: Path | None = None) -> dict | None:
     if ref is None:
         print(NO_REFERENCE.format(name=name))
         return None
-    print(f"reference result (not measured here): {ref['device']}, PyTorch {ref['torch']}, "
-          f"{ref['date']}")
+    print(
+        f"reference result (not measured here): {ref['device']}, PyTorch {ref['torch']}, "
+        f"{ref['date']}"
+    )
     return ref
 
 
@@ -444,8 +450,11 @@ def plot_steps(rows: list[dict], title: str):
 
     measured = [r for r in rows if r["images_per_second"] is not None][::-1]  # first on top
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.barh([r["step"] for r in measured], [r["images_per_second"] for r in measured],
-            color=["tab:green" if r["kept"] else "tab:gray" for r in measured])
+    ax.barh(
+        [r["step"] for r in measured],
+        [r["images_per_second"] for r in measured],
+        color=["tab:green" if r["kept"] else "tab:gray" for r in measured],
+    )
     ax.set_xlabel("training throughput (images/s)")
     ax.set_title(f"{title}\ngreen: kept, grey: dropped", fontsize=10)
     fig.tight_layout()

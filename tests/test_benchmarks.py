@@ -20,8 +20,24 @@ def _read(path):
 
 def test_train_throughput(tmp_path, capsys):
     out = tmp_path / "t.json"
-    args = ["--device", "cpu", "--images", "64", "--repeats", "1", "--dataset-size", "256",
-            "--batch-sizes", "64", "--compile", "no", "--pairs", "1", "--out", str(out)]
+    args = [
+        "--device",
+        "cpu",
+        "--images",
+        "64",
+        "--repeats",
+        "1",
+        "--dataset-size",
+        "256",
+        "--batch-sizes",
+        "64",
+        "--compile",
+        "no",
+        "--pairs",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert train_throughput.main(args) == 0
     r = _read(out)
     assert r["benchmark"] == "train_throughput" and r["device_type"] == "cpu"
@@ -29,7 +45,9 @@ def test_train_throughput(tmp_path, capsys):
     measured = [s for s in r["steps"] if s["images_per_second"] is not None]
     assert len(measured) >= 5 and all(s["images_per_second"] > 0 for s in measured)
     assert [s["step"] for s in r["steps"] if s["images_per_second"] is None] == [
-        "pinned memory, non_blocking", "TF32 and cudnn.benchmark"]
+        "pinned memory, non_blocking",
+        "TF32 and cudnn.benchmark",
+    ]
     naive, tuned = r["naive_images_per_second"], r["tuned_images_per_second"]
     assert r["speedup"] == pytest.approx(tuned / naive)
     assert r["naive_recipe"]["batch_size"] == 128 and not r["settings"]["compile"]
@@ -38,15 +56,28 @@ def test_train_throughput(tmp_path, capsys):
 
 def test_matmul_ratios_and_peak(tmp_path):
     out = tmp_path / "m.json"
-    args = ["--device", "cpu", "--n", "64", "--min-run-time", "0.02", "--out", str(out),
-            "--peak", "1", "2", "4"]
+    args = [
+        "--device",
+        "cpu",
+        "--n",
+        "64",
+        "--min-run-time",
+        "0.02",
+        "--out",
+        str(out),
+        "--peak",
+        "1",
+        "2",
+        "4",
+    ]
     assert matmul.main(args) == 0
     r = _read(out)
     rows = {row["mode"]: row for row in r["rows"]}
     assert set(rows) == {"fp32", "tf32", "bf16"}
     for mode, peak in (("fp32", 1), ("tf32", 2), ("bf16", 4)):
         assert rows[mode]["speedup vs fp32"] == pytest.approx(
-            rows[mode]["TFLOP/s"] / rows["fp32"]["TFLOP/s"])
+            rows[mode]["TFLOP/s"] / rows["fp32"]["TFLOP/s"]
+        )
         assert rows[mode]["% of peak"] == pytest.approx(100 * rows[mode]["TFLOP/s"] / peak)
 
 
@@ -97,12 +128,14 @@ def test_run_all_writes_references_and_reports_skips(tmp_path, monkeypatch):
         def main(argv):
             calls.append((name, argv))
             return code
+
         return main
 
     monkeypatch.setattr(matmul, "main", fake_main("matmul", 0))
     monkeypatch.setattr(h2d_bandwidth, "main", fake_main("h2d", 2))
-    code = run_all.main(["--device", "cpu", "--out-dir", str(tmp_path),
-                         "--only", "matmul", "h2d_bandwidth"])
+    code = run_all.main(
+        ["--device", "cpu", "--out-dir", str(tmp_path), "--only", "matmul", "h2d_bandwidth"]
+    )
     assert code == 2  # a skipped benchmark: the run was not complete
     assert calls[0] == ("matmul", ["--device", "cpu", "--out", str(tmp_path / "bench_matmul.json")])
 

@@ -18,15 +18,20 @@ def test_recipe_defaults_are_the_documentation_script():
     assert (naive.batch_size, naive.num_workers, naive.pin_memory) == (128, 0, False)
     assert speed.NAIVE.changes() == {}
     assert speed.Recipe(batch_size=512, channels_last=True).changes() == {
-        "batch_size": 512, "channels_last": True}
+        "batch_size": 512,
+        "channels_last": True,
+    }
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"batch_size": 0}, "batch_size=0 must be >= 1"),
-    ({"num_workers": -1}, "num_workers=-1 must be >= 0"),
-    ({"autocast": "fp8"}, "autocast='fp8' is not one of None, 'bf16', 'fp16'"),
-    ({"loader": "dali"}, "loader='dali' is not one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"batch_size": 0}, "batch_size=0 must be >= 1"),
+        ({"num_workers": -1}, "num_workers=-1 must be >= 0"),
+        ({"autocast": "fp8"}, "autocast='fp8' is not one of None, 'bf16', 'fp16'"),
+        ({"loader": "dali"}, "loader='dali' is not one of"),
+    ],
+)
 def test_recipe_rejects_bad_values(kwargs, match):
     with pytest.raises(ValueError, match=match):
         speed.Recipe(**kwargs)
@@ -35,8 +40,13 @@ def test_recipe_rejects_bad_values(kwargs, match):
 def test_tuning_steps_order_and_gates():
     steps = speed.tuning_steps(cpus=4)
     names = [s.name for s in steps]
-    assert names[:5] == ["batch size 256", "batch size 512", "batch size 1024",
-                         "4 DataLoader workers", "pinned memory, non_blocking"]
+    assert names[:5] == [
+        "batch size 256",
+        "batch size 512",
+        "batch size 1024",
+        "4 DataLoader workers",
+        "pinned memory, non_blocking",
+    ]
     order = [names.index(n) for n in ("channels_last", "autocast bf16", "torch.compile")]
     assert order == sorted(order)
     pinned = steps[4]
@@ -59,12 +69,14 @@ def test_tune_keeps_only_what_measurably_helps():
     assert results[0].step == "baseline (documentation script)"
     assert results[0].images_per_second == 100
     assert by_name["batch size 256"].kept and by_name["batch size 512"].note == (
-        "+50% vs best so far: kept")
+        "+50% vs best so far: kept"
+    )
     assert by_name["batch size 1024"].note == "-17% vs best so far: dropped"
     assert not by_name["2 DataLoader workers"].kept
     assert by_name["pinned memory, non_blocking"].skipped
     assert by_name["pinned memory, non_blocking"].note == (
-        "skipped here: needs cuda, running on cpu")
+        "skipped here: needs cuda, running on cpu"
+    )
     assert not by_name["batches from memory"].kept  # +2% is under the 3% threshold
     table = speed.results_table(results)
     assert "batch size 512" in table and "600" in table
@@ -110,10 +122,13 @@ def test_memory_loader_covers_the_data_set_once_per_epoch():
         speed.MemoryLoader(dataset, batch_size=11)
 
 
-@pytest.mark.parametrize("recipe", [
-    speed.NAIVE,
-    speed.Recipe(batch_size=64, loader="memory", channels_last=True, autocast="bf16"),
-])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        speed.NAIVE,
+        speed.Recipe(batch_size=64, loader="memory", channels_last=True, autocast="bf16"),
+    ],
+)
 def test_measure_trains_and_reports_a_rate(recipe):
     rate = speed.measure(recipe, TINY, "cpu", images=128, warmup=1)
     assert math.isfinite(rate) and rate > 0
@@ -168,19 +183,25 @@ def test_documentation_loop_and_line_shares():
 def test_show_reference(tmp_path, capsys):
     assert speed.show_reference("train_throughput", tmp_path) is None
     assert "no GPU reference recorded yet" in capsys.readouterr().out
-    ref = {"device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "torch": "2.11.0",
-           "date": "2026-01-02"}
+    ref = {
+        "device": "NVIDIA H100 80GB HBM3",
+        "device_type": "cuda",
+        "torch": "2.11.0",
+        "date": "2026-01-02",
+    }
     (tmp_path / "bench_matmul.json").write_text(json.dumps(ref))
     assert speed.show_reference("matmul", tmp_path) == ref
     assert capsys.readouterr().out == (
-        "reference result (not measured here): NVIDIA H100 80GB HBM3, PyTorch 2.11.0, "
-        "2026-01-02\n")
+        "reference result (not measured here): NVIDIA H100 80GB HBM3, PyTorch 2.11.0, 2026-01-02\n"
+    )
 
 
 def test_plot_steps_draws_the_measured_steps():
-    rows = [{"step": "a", "images_per_second": 10.0, "kept": True},
-            {"step": "b", "images_per_second": None, "kept": False},
-            {"step": "c", "images_per_second": 5.0, "kept": False}]
+    rows = [
+        {"step": "a", "images_per_second": 10.0, "kept": True},
+        {"step": "b", "images_per_second": None, "kept": False},
+        {"step": "c", "images_per_second": 5.0, "kept": False},
+    ]
     fig = speed.plot_steps(rows, "t")
     assert [b.get_width() for b in fig.axes[0].patches] == [5.0, 10.0]
 
@@ -188,9 +209,17 @@ def test_plot_steps_draws_the_measured_steps():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_measure_on_gpu_with_every_step():
-    recipe = speed.Recipe(batch_size=64, pin_memory=True, num_workers=1, channels_last=True,
-                          autocast="bf16", tf32=True, cudnn_benchmark=True)
+    recipe = speed.Recipe(
+        batch_size=64,
+        pin_memory=True,
+        num_workers=1,
+        channels_last=True,
+        autocast="bf16",
+        tf32=True,
+        cudnn_benchmark=True,
+    )
     assert speed.measure(recipe, TINY, "cuda", images=128, warmup=1) > 0
-    memory = speed.Recipe(batch_size=64, loader="memory", compile=True, autocast="bf16",
-                          channels_last=True)
+    memory = speed.Recipe(
+        batch_size=64, loader="memory", compile=True, autocast="bf16", channels_last=True
+    )
     assert speed.measure(memory, TINY, "cuda", images=128, warmup=2) > 0
