@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,8 +63,8 @@ def _environment(work: Path, token: str, threads: int) -> dict[str, str]:
     return env
 
 
-def _kill_tree(proc: subprocess.Popen, token: str) -> None:
-    """Kill pytest, its kernel and anything they started (found by an environment variable)."""
+def _victims(proc: subprocess.Popen, token: str) -> list:
+    """pytest's descendants and every process carrying the run's token, except this one."""
     import psutil
 
     victims = []
@@ -77,11 +78,39 @@ def _kill_tree(proc: subprocess.Popen, token: str) -> None:
                 victims.append(p)
         except psutil.Error:
             continue
-    for p in victims:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
+    return [p for p in victims if _alive(p)]
+
+
+def _alive(p) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _kill_tree(proc: subprocess.Popen, token: str) -> None:
+    """Kill pytest, its kernel and anything they started (found by an environment variable).
+
+    Scans again after each round: a process may start a child while its parent is being killed.
+    """
+    import psutil
+
+    for _ in range(5):
+        victims = _victims(proc, token)
+        if not victims:
+            break
+        for p in victims:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(victims, timeout=1)
+    try:  # whatever is left in the run's own session (it was started with start_new_session)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     if proc.poll() is None:
         proc.kill()
     proc.wait()

@@ -168,8 +168,12 @@ def test_two_ranks_equal_one_process_with_double_batch(tmp_path):
     assert len(sums) == 2 and sums[0] == sums[1]
     a, b = (torch.load(tmp_path / f"{n}.pt", weights_only=True) for n in ("two", "one"))
     assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-6
-    losses = [
-        float(line.split()[3]) for line in one.output.splitlines() if line.startswith("epoch")
-    ]
-    assert len(losses) == 2 and losses[1] < losses[0]
+
+    def losses(run):
+        return [
+            float(line.split()[3]) for line in run.output.splitlines() if line.startswith("epoch")
+        ]
+
+    # The two-rank loss is the mean over both ranks' images: the same number as one process's.
+    assert len(losses(one)) == 2 and losses(two) == pytest.approx(losses(one), abs=1e-4)
     assert "throughput:" in one.output

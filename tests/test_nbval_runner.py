@@ -16,6 +16,14 @@ def _cmdline(p) -> list[str]:
         return []
 
 
+def _live(p) -> bool:
+    """Running, not a zombie: a killed child whose parent died waits for init to reap it."""
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def write(tmp_path, *sources):
     path = tmp_path / "work" / "nb.ipynb"
     path.parent.mkdir()
@@ -37,7 +45,7 @@ def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
     assert time.perf_counter() - start < 40
     assert run.timed_out and set(run.records) == {0}  # the first cell ran: its child exists
     time.sleep(0.5)
-    sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", "300"]]
+    sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", "300"] and _live(p)]
     assert not sleepers, "a process started by the notebook survived the time limit"
 
 
