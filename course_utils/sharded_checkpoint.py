@@ -54,6 +54,9 @@ def _save_worker(rank: int, world_size: int, folder: str, store: str, seed: int)
         model, route = _shard(TinyNet(), world_size)
         state = {"model": get_model_state_dict(model), "route": route}
         dcp.save(state, checkpoint_id=folder)  # every rank writes; rank 0 also the metadata
+        # Both ranks past the last collective before either tears gloo down: a rank destroying
+        # its group while the other still has a send in flight aborts ("terminate called ...").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
