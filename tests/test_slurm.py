@@ -5,6 +5,7 @@ side; each test then waits for its own job and reads its output. GPU scripts run
 variant (COURSE_DEVICE=cpu); the local cluster's fake GPUs still make Slurm schedule them.
 """
 
+import csv
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 from slurm_utils import REPO, cancel, require_cluster, submit, submit_detached, wait_for_text
 
 # Every batch script the course ships; config.sh is the site settings they all source.
@@ -44,6 +46,14 @@ def test_each_script_sources_the_site_config_and_has_one_srun(name):
         assert "#SBATCH --time=" in text and f"sbatch slurm/{name}" in text  # how to submit it
 
 
+def _one_submission(folder: Path) -> Path:
+    """A submissions folder holding the solution of lesson 01 as learner alice's notebook."""
+    submissions = folder / "submissions"
+    submissions.mkdir()
+    shutil.copy(REPO / "solutions" / "01_tensors.ipynb", submissions / "alice__01_tensors.ipynb")
+    return submissions
+
+
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     """All batch training jobs, submitted at once (they overlap on the two nodes)."""
@@ -58,6 +68,11 @@ def jobs(tmp_path_factory):
                           output_dir=out),
         "mps_job": submit("slurm/mps_job.sh", "--epochs", "1", "--max-steps", "3", env=CPU,
                           output_dir=out, sbatch_args=["--ntasks=2"]),
+        "cpp_job": submit("slurm/cpp_job.sh", "--batch", "8", env=CPU, output_dir=out,
+                          sbatch_args=["--cpus-per-task=2"]),
+        "grade_job": submit("slurm/grade_job.sh", _one_submission(out), "--lesson", "01",
+                            "--out", out / "grading", output_dir=out,
+                            sbatch_args=["--cpus-per-task=2"]),
     }  # fmt: skip
     yield started
     for job in started.values():  # a failed test must not leave jobs queued
@@ -149,3 +164,37 @@ def test_jupyter_job_serves_lab_on_localhost_with_a_token(tmp_path):
         assert re.search(r"ServerApp.*127\.0\.0\.1", Path(output).read_text())
     finally:
         cancel(job_id)
+
+
+@pytest.mark.slurm
+def test_cpp_job_builds_and_matches_python(jobs):
+    result = jobs["cpp_job"].wait(timeout=300)
+    assert result.returncode == 0, result.output
+    assert "max |C++ - Python| = 0.00e+00" in result.output, result.output
+
+
+@pytest.mark.slurm
+def test_grade_job_grades_a_folder(jobs):
+    result = jobs["grade_job"].wait(timeout=300)
+    assert result.returncode == 0, result.output
+    gradebook = jobs["grade_job"].output_path.parent / "grading" / "gradebook.csv"
+    rows = list(csv.DictReader(gradebook.open()))
+    assert [(r["learner"], r["lesson"], r["status"]) for r in rows] == [("alice", "01", "ok")]
+    assert float(rows[0]["total"]) == 4, rows  # the solution earns every point
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize(
+    "script, says",
+    [
+        ("slurm/reference_gpu.sh", "no CUDA GPU found; nothing recorded (run this on a GPU node)"),
+        ("slurm/profile_job.sh", "nsys not found: load your site's Nsight Systems module"),
+    ],
+)
+def test_gpu_only_jobs_refuse_clearly_without_a_gpu(script, says, tmp_path):
+    """Jobs that only make sense on a real GPU must fail loudly here, never exit 0 as if run."""
+    require_cluster()
+    if torch.cuda.is_available() or (shutil.which("nsys") and "profile" in script):
+        pytest.skip("this machine could really run the job: see make test-gpu")
+    result = submit("slurm/" + Path(script).name, output_dir=tmp_path).wait(timeout=120)
+    assert result.returncode != 0 and says in result.output, result.output
