@@ -10,12 +10,13 @@ TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))' 2>/
 # JupyterLab refuses to run as root without --allow-root (containers and CI run as root).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 KERNEL := $(VENV)/share/jupyter/kernels/course/kernel.json
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-solutions test-notebooks release lint clean-venv
 
-setup: $(VENV)/.installed $(KERNEL)
+setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
 # Reinstalls only when the pins or the package metadata change (idempotent).
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -27,6 +28,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 $(KERNEL): $(VENV)/.installed
 	$(BIN)/python -m ipykernel install --sys-prefix --name course --display-name "PyTorch on HPC (course)"
+
+# Nodes have no internet: JupyterLab must neither fetch Jupyter news nor pop up to ask about it.
+$(LAB_SETTINGS): $(VENV)/.installed
+	@mkdir -p $(dir $@)
+	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $@
 
 lab: setup
 	@echo "Open http://127.0.0.1:$(PORT)/lab?token=$(TOKEN)  (Ctrl-C to stop)"

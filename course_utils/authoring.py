@@ -94,8 +94,18 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, timeout: float = 900) -> f
     return time.perf_counter() - start
 
 
+def keep_cell_ids(nb: nbformat.NotebookNode, previous: Path) -> None:
+    """Reuse the cell ids of the previous build, position by position, so diffs show real edits."""
+    if previous.exists():
+        old = nbformat.read(previous, as_version=4).cells
+        for cell, old_cell in zip(nb.cells, old):
+            if "id" in old_cell:
+                cell.id = old_cell.id
+
+
 def build(source: Path, target: Path) -> None:
     nb = py_to_notebook(source.read_text())
+    keep_cell_ids(nb, target)
     seconds = execute(nb, target.parent)
     target.write_text(nbformat.writes(nb) + "\n")
     print(f"built and executed {target} in {seconds:.1f} s")

@@ -1,6 +1,7 @@
+import nbformat
 import pytest
 
-from course_utils.authoring import notebook_to_py, py_to_notebook
+from course_utils.authoring import keep_cell_ids, notebook_to_py, py_to_notebook
 
 SOURCE = """# %% [markdown]
 # # Title
@@ -35,3 +36,12 @@ def test_round_trip_is_stable():
 def test_bad_header_names_the_text():
     with pytest.raises(ValueError, match="cannot read cell header metadata 'oops'"):
         py_to_notebook("# %% oops\nx = 1\n")
+
+
+def test_rebuild_keeps_cell_ids(tmp_path):
+    target = tmp_path / "nb.ipynb"
+    first = py_to_notebook(SOURCE)
+    nbformat.write(first, target)
+    again = py_to_notebook(SOURCE.replace("x = 1", "x = 2"))
+    keep_cell_ids(again, target)
+    assert [c.id for c in again.cells] == [c.id for c in first.cells]
