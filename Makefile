@@ -39,7 +39,7 @@ lab: setup
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
 		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG)
 
-test: setup
+test: setup lint
 	$(BIN)/course release --check
 	$(PYTEST) tests
 	$(MAKE) test-solutions test-notebooks
@@ -56,9 +56,10 @@ test-notebooks: setup
 release: setup
 	$(BIN)/course release
 
+PY_SOURCES := course_utils tests benchmarks conftest.py
 lint: setup
-	$(BIN)/ruff check course_utils tests
-	$(BIN)/ruff format --check course_utils tests
+	$(BIN)/ruff check $(PY_SOURCES)
+	$(BIN)/ruff format --check $(PY_SOURCES)
 
 clean-venv:
 	rm -rf $(VENV)

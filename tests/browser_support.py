@@ -23,16 +23,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
-BROWSER_HOME = Path(os.environ.get("COURSE_BROWSER_HOME")
-                    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                    / "course-browser")
+BROWSER_HOME = Path(
+    os.environ.get("COURSE_BROWSER_HOME")
+    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "course-browser"
+)
 CENTRE = BROWSER_HOME / "centre"
 PROXY = BROWSER_HOME / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
 # As measured on Debian 12 (see FACTS.md "Browsers"): without the networking switches Chromium keeps
 # trying Google's hosts, which this closed network refuses.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 KERNEL_DISPLAY = "PyTorch on HPC (course)"
 SETUP_HINT = "run .ci/browser-setup.sh"
 
@@ -69,8 +76,9 @@ def wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout: float) -
 
 def start(cmd: list[str], log: Path, **kwargs) -> subprocess.Popen:
     """Start `cmd` in its own session so that stop() can end its whole process group."""
-    return subprocess.Popen(cmd, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True, **kwargs)
+    return subprocess.Popen(
+        cmd, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+    )
 
 
 def stop(proc: subprocess.Popen, leftovers_under: Path | None = None) -> None:
@@ -124,11 +132,16 @@ def copy_lessons(dest: Path, names: list[str]) -> None:
 def launch_browser(playwright, profile: Path):
     """Debian's chromium through Playwright, headless, with a fresh profile folder."""
     return playwright.chromium.launch_persistent_context(
-        str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-        viewport={"width": 1400, "height": 1000})
+        str(profile),
+        executable_path=CHROMIUM,
+        headless=True,
+        args=CHROMIUM_ARGS,
+        viewport={"width": 1400, "height": 1000},
+    )
 
 
 # ---------------------------------------------------------------- driving a notebook in JupyterLab
+
 
 def notebook(page):
     """The notebook panel on show (other tabs stay in the page, hidden)."""
@@ -230,17 +243,38 @@ c.Spawner.start_timeout = 120
 def write_hub_config(tmp: Path, port: int) -> Path:
     args = ["--allow-root"] if os.geteuid() == 0 else []
     config = tmp / "jupyterhub_config.py"
-    config.write_text(HUB_CONFIG.format(
-        port=port, hub_port=free_port(), proxy_api_port=free_port(), tmp=tmp, proxy=PROXY,
-        centre=CENTRE, args=args))
+    config.write_text(
+        HUB_CONFIG.format(
+            port=port,
+            hub_port=free_port(),
+            proxy_api_port=free_port(),
+            tmp=tmp,
+            proxy=PROXY,
+            centre=CENTRE,
+            args=args,
+        )
+    )
     return config
 
 
 def register_course_kernel(home: Path) -> None:
     """What a learner does once in a terminal with the course environment: a --user kernel."""
-    subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "ipykernel", "install",
-                    "--user", "--name", "course", "--display-name", KERNEL_DISPLAY],
-                   env=dict(os.environ, HOME=str(home)), check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "python"),
+            "-m",
+            "ipykernel",
+            "install",
+            "--user",
+            "--name",
+            "course",
+            "--display-name",
+            KERNEL_DISPLAY,
+        ],
+        env=dict(os.environ, HOME=str(home)),
+        check=True,
+        capture_output=True,
+    )
 
 
 def hub_login(page, base: str, user: str) -> None:
