@@ -13,7 +13,6 @@ import os
 import pickle
 import random
 import re
-import secrets
 import warnings
 import zipfile
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from course_utils.files import atomic_write
 
 FORMAT = "course-checkpoint/1"
 REQUIRED_KEYS = ("format", "model", "epoch", "step")
@@ -72,40 +73,8 @@ def rotate_checkpoints(folder: str | os.PathLike, keep_last: int) -> list[Path]:
 
 
 def atomic_torch_save(obj, path: str | os.PathLike) -> Path:
-    """torch.save to a temporary file in the same folder, fsync, then os.replace onto `path`.
-
-    os.replace is atomic within one file system, so readers see the old file or the complete new
-    one, never half of one. The temp file must be in the same folder (same file system).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    # O_EXCL: never share a temp file; mode 0o666 minus the umask, like any new file.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)  # make the rename itself durable
-    return path
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # some platforms cannot open a directory
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """torch.save to a temporary file in the same folder, fsync, then os.replace onto `path`."""
+    return atomic_write(path, lambda f: torch.save(obj, f))
 
 
 # ----------------------------------------------------------------------------- state pieces

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from course_utils import files
 
 # Status of a submission as a whole; points are still given for the checks that ran.
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -56,16 +56,8 @@ class SubmissionGrade:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `text` (UTF-8) to `path` atomically (course_utils.files.atomic_write)."""
+    files.atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def clip(text: str, limit: int = 4000) -> str:

@@ -19,8 +19,6 @@ import pytest
 
 from course_utils.gradebook import clip
 
-TEXT_LIMIT = 4000  # characters kept of each stream; the verdict line is printed last, keep the tail
-
 
 def pytest_addoption(parser):
     parser.addoption("--course-record", help="course grade: append per-cell results to this file")

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from course_utils import gradebook
+from course_utils import files, gradebook
 from course_utils.gradebook import ExerciseGrade, SubmissionGrade
 
 
@@ -90,7 +90,7 @@ def test_write_outputs_is_atomic(tmp_path, monkeypatch):
     paths = gradebook.write_outputs(tmp_path, grades())
     assert sorted(p.name for p in paths["feedback"].iterdir()) == ["ann.md", "bo_b.md"]
     before = paths["gradebook"].read_text()
-    monkeypatch.setattr(gradebook.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("full")))
+    monkeypatch.setattr(files.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("full")))
     with pytest.raises(OSError, match="full"):
         gradebook.atomic_write(paths["gradebook"], "half")
     assert paths["gradebook"].read_text() == before

@@ -1,0 +1,25 @@
+import pytest
+
+from course_utils import files
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / "sub" / "out.bin"
+    assert files.atomic_write(target, lambda f: f.write(b"first")) == target
+    files.atomic_write(target, lambda f: f.write(b"second"))
+    assert target.read_bytes() == b"second"
+    assert [p.name for p in target.parent.iterdir()] == ["out.bin"]
+
+
+def test_failed_write_keeps_old_file_and_no_temp(tmp_path):
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"old")
+
+    def crash(f):
+        f.write(b"half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        files.atomic_write(target, crash)
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
