@@ -14,7 +14,6 @@ Options avoid prefixes of torchrun's own (torchrun rejects an ambiguous `--n`).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import socket
 import sys
@@ -50,14 +49,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.epochs < 1 or args.batch_size < 1:
         p.error("--epochs and --batch-size must be at least 1")
     return args
-
-
-def parameter_checksum(model: torch.nn.Module) -> str:
-    """SHA-256 (first 16 hex digits) of the bytes of all parameters, in order."""
-    digest = hashlib.sha256()
-    for p in model.parameters():
-        digest.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 def training_set(args):
@@ -119,7 +110,7 @@ def main(argv=None) -> int:
         )  # fmt: skip
         loss, rate = global_stats(stats, device)
         distributed.print0(f"epoch {epoch}: loss {loss:.4f}  {rate:,.0f} images/s")
-    print(f"rank {env.rank}: parameter checksum {parameter_checksum(model)}", flush=True)
+    print(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}", flush=True)
     distributed.barrier()
     distributed.print0(
         f"throughput: {rate:,.0f} images/s with {env.world_size} processes "

@@ -17,7 +17,7 @@ import warnings
 import torch
 from torch.nn import functional as F
 
-from course_utils import data, ddp_train, models
+from course_utils import data, models
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         enable_progress_bar=False, enable_model_summary=False, callbacks=[PrintLoss()],
     )  # fmt: skip
     trainer.fit(model, loader)
-    checksum = ddp_train.parameter_checksum(model.net)
+    checksum = models.parameter_hash(model.net)
     print(
         f"rank {trainer.global_rank}/{trainer.world_size}: parameter checksum {checksum}",
         flush=True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -54,3 +56,16 @@ class WideNet(nn.Module):
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def parameter_hash(model: nn.Module) -> str:
+    """SHA-256 (first 16 hex digits) of all parameters and buffers, bit for bit.
+
+    Equal hashes mean bitwise-equal models: DDP replicas after training, or a resumed run and an
+    uninterrupted one.
+    """
+    h = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]

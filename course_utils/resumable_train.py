@@ -14,7 +14,6 @@ final parameters, which tests compare between runs.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -31,6 +30,7 @@ from course_utils.checkpoint import (
     save_checkpoint,
 )
 from course_utils.data import SyntheticCIFAR10
+from course_utils.models import parameter_hash
 from course_utils.preemption import PreemptionFlag, requeue_job
 
 EX_TEMPFAIL = 75  # "stopped early, run me again": preempted outside Slurm, nothing requeued it
@@ -94,15 +94,6 @@ class Config:
     keep_last: int = 3
     threads: int = 1
     step_delay: float = 0.0
-
-
-def parameter_hash(model: nn.Module) -> str:
-    """SHA-256 (first 16 hex digits) of all parameters and buffers, bit for bit."""
-    h = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
 def _check_same_run(saved: dict, config: Config) -> None:
