@@ -47,10 +47,6 @@ def test_requires_prints_visible_skip_line(capsys):
     assert capsys.readouterr().out == "skipped here: needs 2 CUDA GPUs, found none\n"
 
 
-def test_synchronize_cpu_is_a_noop():
-    synchronize("cpu")
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_requires_cuda_on_gpu_machine(capsys):
