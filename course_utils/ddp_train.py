@@ -81,10 +81,9 @@ def main(argv=None) -> int:
     )
     distributed.init_process_group(args.backend, env, timeout=args.timeout, device=device)
     backend = dist.get_backend()
-    print(
+    distributed.print_line(
         f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {_node_name()}: "
-        f"joined, backend {backend}, device {device}, {threads} threads, from {env.source}",
-        flush=True,
+        f"joined, backend {backend}, device {device}, {threads} threads, from {env.source}"
     )
     distributed.barrier()
 
@@ -110,7 +109,7 @@ def main(argv=None) -> int:
         )  # fmt: skip
         loss, rate = global_stats(stats, device)
         distributed.print0(f"epoch {epoch}: loss {loss:.4f}  {rate:,.0f} images/s")
-    print(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}", flush=True)
+    distributed.print_line(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}")
     distributed.barrier()
     distributed.print0(
         f"throughput: {rate:,.0f} images/s with {env.world_size} processes "
@@ -118,7 +117,7 @@ def main(argv=None) -> int:
     )
     if args.save and env.is_main:  # one writer: every rank holds the same weights
         torch.save(model.state_dict(), args.save)
-        print(f"rank 0 saved the parameters to {args.save}", flush=True)
+        distributed.print_line(f"rank 0 saved the parameters to {args.save}")
     distributed.cleanup()
     return 0
 

@@ -267,16 +267,27 @@ def is_main_process() -> bool:
     return DistEnv.from_environ().is_main
 
 
-def print0(*args, **kwargs) -> None:
-    """print on rank 0 only (flushed, so launchers show lines as they come)."""
+def print_line(*args, sep: str = " ") -> None:
+    """Print one whole line with a single write, flushed.
+
+    Ranks on a node share one stdout. `print` writes the text and the newline separately, so with
+    unbuffered output (PYTHONUNBUFFERED=1, as launchers and CI often set) two ranks' lines can
+    interleave into "...from torchrunrank 1/4 ...". One write of a short line to a pipe is atomic.
+    """
+    sys.stdout.write(sep.join(str(a) for a in args) + "\n")
+    sys.stdout.flush()
+
+
+def print0(*args, sep: str = " ") -> None:
+    """Print a line on rank 0 only (flushed, so launchers show lines as they come)."""
     if is_main_process():
-        print(*args, flush=True, **kwargs)
+        print_line(*args, sep=sep)
 
 
-def print_rank(*args, **kwargs) -> None:
-    """print from every rank, prefixed with "[rank R]"."""
+def print_rank(*args, sep: str = " ") -> None:
+    """Print a line from every rank, prefixed with "[rank R]"."""
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    print(f"[rank {rank}]", *args, flush=True, **kwargs)
+    print_line(f"[rank {rank}]", *args, sep=sep)
 
 
 def barrier() -> None:

@@ -49,8 +49,10 @@ def main(argv=None) -> int:
     fully_shard(model)
     distributed.print0(f"route: {route}, {env.world_size} ranks, backend gloo")
     distributed.barrier()
-    print(f"rank {env.rank}: holds {local_bytes(model) / 2**20:.2f} MiB of "
-          f"{full / 2**20:.2f} MiB of parameters", flush=True)  # fmt: skip
+    distributed.print_line(
+        f"rank {env.rank}: holds {local_bytes(model) / 2**20:.2f} MiB of "
+        f"{full / 2**20:.2f} MiB of parameters"
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(32, 512)
     for step in range(3):

@@ -18,5 +18,8 @@ course_activate
 head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 port=$((20000 + SLURM_JOB_ID % 10000))  # per job, as course_utils.distributed.port_for_job
 export OMP_NUM_THREADS=1
+# At the very end, an agent may log "failed to shutdown the rendezvous ... RendezvousConnectionError"
+# with a TCPStore traceback: the first node's agent, which hosts the rendezvous store, exited first
+# (pytorch/pytorch#69197). With exit code 0 and every rank's checksum printed, the run is complete.
 
 srun torchrun --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="${SLURM_GPUS_ON_NODE:-1}" --rdzv-backend=c10d --rdzv-endpoint="$head:$port" --rdzv-id="$SLURM_JOB_ID" -m course_utils.ddp_train "${course_device_args[@]}" "$@"

@@ -177,3 +177,26 @@ def test_two_ranks_equal_one_process_with_double_batch(tmp_path):
     # The two-rank loss is the mean over both ranks' images: the same number as one process's.
     assert len(losses(one)) == 2 and losses(two) == pytest.approx(losses(one), abs=1e-4)
     assert "throughput:" in one.output
+
+
+class _RecordingStream:
+    def __init__(self):
+        self.writes = []
+
+    def write(self, text):
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def test_rank_lines_are_written_whole_so_ranks_cannot_interleave(monkeypatch):
+    # Two ranks share a node's stdout; a line split into text and newline writes can be cut in two
+    # by the other rank's line (seen under Slurm with unbuffered output).
+    stream = _RecordingStream()
+    monkeypatch.setattr("sys.stdout", stream)
+    distributed.print_line("rank", 1, "joined")
+    distributed.print0("epoch 1:", "loss 2.3")  # rank 0 outside any launcher
+    distributed.print_rank("hello")
+    assert stream.writes == ["rank 1 joined\n", "epoch 1: loss 2.3\n", "[rank 0] hello\n"]

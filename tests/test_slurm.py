@@ -86,7 +86,7 @@ def _check_ddp(result, world_size=4):
     assert result.returncode == 0, result.output
     text = result.output
     joined = sorted(
-        int(r) for r in re.findall(rf"rank (\d+)/{world_size} \(local \d\).*joined", text)
+        int(r) for r in re.findall(rf"rank (\d+)/{world_size} \(local \d+\) on \S+: joined", text)
     )
     assert joined == list(range(world_size)), text
     assert set(re.findall(r" on (\S+): joined", text)) == {"cn1", "cn2"}, text  # two nodes
