@@ -26,6 +26,17 @@ from course_utils import data, hpc, models, precision, train
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LOADERS = ("dataloader", "memory")
+# glibc's malloc returns each freed block over its threshold (128 KiB at start: every batch's
+# activations) to the kernel, and the next step page-faults fresh zeroed pages in again. The
+# threshold adapts, but only to the largest block the process has freed so far, so a recipe
+# measured after a large-batch one inherits a higher threshold and looks faster (on the course's
+# 2-core machine the documentation script went from about 11,000 to 15,000 images/s that way).
+# Fixed thresholds make every measurement start alike and keep blocks up to 32 MiB for reuse, the
+# role jemalloc or tcmalloc play in PyTorch's CPU performance tuning guide.
+MMAP_THRESHOLD, TRIM_THRESHOLD = 32 << 20, 64 << 20
+MALLOC_TUNABLES = (
+    f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD}:glibc.malloc.trim_threshold={TRIM_THRESHOLD}"
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +110,9 @@ def tuning_steps(
              why="page-locked buffers: direct, asynchronous copies to the GPU"),
         Step("channels_last", {"channels_last": True},
              why="NHWC layout, what tensor-core and oneDNN convolutions prefer"),
-        Step("autocast bf16", {"autocast": "bf16"},
-             why="bfloat16 matmuls and convolutions, float32 where precision matters"),
+        Step("autocast bf16 (with channels_last)", {"autocast": "bf16", "channels_last": True},
+             why="bfloat16 matmuls and convolutions, float32 where precision matters; NHWC "
+                 "too, as tensor cores and AMX want (bf16 in NCHW can be slower than fp32)"),
         Step("TF32 and cudnn.benchmark", {"tf32": True, "cudnn_benchmark": True}, needs="cuda",
              why="tensor-core float32 and the fastest convolution algorithm for these shapes"),
         Step("torch.compile", {"compile": True},
@@ -109,6 +121,27 @@ def tuning_steps(
              why="the whole data set as one tensor on the device: no per-image collate, no copy"),
     ]  # fmt: skip
     return [s for s in steps if compile or not s.changes.get("compile")]
+
+
+def steady_allocator() -> bool:
+    """Fix glibc malloc's thresholds for the rest of this process (MALLOC_TUNABLES' values).
+
+    Call it before comparing recipes in one process: then no measurement gains from what an
+    earlier one freed. It cannot be undone (glibc stops adapting once set), and a job gets the
+    same from `export GLIBC_TUNABLES=<speed.MALLOC_TUNABLES>` in its script. Returns False where
+    malloc is not glibc's (macOS, Alpine), which changes nothing.
+    """
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL("libc.so.6")
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
+    return bool(
+        libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+        and libc.mallopt(m_trim_threshold, TRIM_THRESHOLD)
+    )
 
 
 class MemoryLoader:
