@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 import pytest
@@ -262,3 +263,8 @@ def test_steady_allocator_keeps_freed_memory_for_the_next_step():
     # The job-script route: the same thresholds from the environment at start-up.
     tunables = {"GLIBC_TUNABLES": speed.MALLOC_TUNABLES}
     assert run("default", env=tunables)[1] < 3 * STEP_PAGES
+
+
+def test_the_cpu_job_script_sets_the_same_malloc_tunables():
+    script = (Path(__file__).resolve().parents[1] / "slurm" / "cpu_job.sh").read_text()
+    assert f":}}{speed.MALLOC_TUNABLES}\"" in script  # appended to any GLIBC_TUNABLES set before
