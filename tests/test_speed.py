@@ -267,4 +267,4 @@ def test_steady_allocator_keeps_freed_memory_for_the_next_step():
 
 def test_the_cpu_job_script_sets_the_same_malloc_tunables():
     script = (Path(__file__).resolve().parents[1] / "slurm" / "cpu_job.sh").read_text()
-    assert f":}}{speed.MALLOC_TUNABLES}\"" in script  # appended to any GLIBC_TUNABLES set before
+    assert f':}}{speed.MALLOC_TUNABLES}"' in script  # appended to any GLIBC_TUNABLES set before
