@@ -1,6 +1,7 @@
 """nbval_runner: pytest --nbval in a subprocess, bounded in time, its results read per cell."""
 
 import json
+import os
 import time
 
 import nbformat
@@ -35,17 +36,24 @@ def write(tmp_path, *sources):
 
 def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path):
     """A cell that sleeps past the notebook limit, with a child process that would outlive it."""
+    # A duration no other process on the machine uses, so only this notebook's child matches.
+    duration = f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"
     path = write(
         tmp_path,
-        "import subprocess\nsubprocess.Popen(['sleep', '300'])",
+        f"import subprocess\nsubprocess.Popen(['sleep', '{duration}'])",
         "import time\ntime.sleep(300)",
     )
     start = time.perf_counter()
     run = run_nbval(path, Limits(timeout=25, cell_timeout=100))
     assert time.perf_counter() - start < 40
     assert run.timed_out and set(run.records) == {0}  # the first cell ran: its child exists
-    time.sleep(0.5)
-    sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", "300"] and _live(p)]
+    deadline = time.monotonic() + 5  # a killed process may take a moment to go on a busy machine
+    while True:
+        sleepers = [p for p in psutil.process_iter() if _cmdline(p) == ["sleep", duration]]
+        sleepers = [p for p in sleepers if _live(p)]
+        if not sleepers or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert not sleepers, "a process started by the notebook survived the time limit"
 
 
