@@ -2,7 +2,6 @@
 are computed from the figures it measured."""
 
 import json
-import os
 
 import pytest
 import torch
@@ -53,30 +52,6 @@ def test_train_throughput(tmp_path, capsys):
     assert r["speedup"] == pytest.approx(tuned / naive)
     assert r["naive_recipe"]["batch_size"] == 128 and not r["settings"]["compile"]
     assert "side by side" in capsys.readouterr().out
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return set()
-    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split()}
-
-
-@pytest.mark.slow
-def test_tuned_training_meets_the_cpu_goal_side_by_side():
-    """Issue goal on the course's 2-core machine: tuned >= 1.3x the documentation script.
-
-    Measured there 1.51-1.68x in five runs of these settings (about 8 s each). The tuned recipe
-    relies on bf16 convolutions, fast only where the CPU has AVX512-BF16, so elsewhere the goal
-    is not the course's to promise and the test says so instead of asserting.
-    """
-    if os.environ.get("CI") != "true" or "avx512_bf16" not in _cpu_flags():
-        pytest.skip("the 1.3x goal is set for the course's CI machine (CI=true, AVX512-BF16)")
-    r = train_throughput.run(
-        torch.device("cpu"), images=4096, repeats=3, pairs=2, batch_sizes=(256, 512)
-    )
-    assert r["speedup"] >= 1.3, r
 
 
 def test_matmul_ratios_and_peak(tmp_path):
