@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     if args.save and env.is_main:  # one writer: every rank holds the same weights
         torch.save(model.state_dict(), args.save)
         distributed.print_line(f"rank 0 saved the parameters to {args.save}")
+    distributed.barrier()  # every rank done before any tears the group down
     distributed.cleanup()
     return 0
 

@@ -296,9 +296,32 @@ def barrier() -> None:
         dist.barrier()
 
 
-def cleanup() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+def cleanup(timeout: float | None = 60.0) -> None:
+    """Destroy the process group at the end of a run: call it on every rank, after the work.
+
+    `destroy_process_group` can hang now and then (pytorch/pytorch#75097; the course's CI saw a
+    two-node torchrun job hang after training had finished). A finished job that hangs sits on
+    its nodes until the time limit, so after `timeout` seconds a watchdog says so and ends the
+    process with exit code 0: the work is done. timeout=None waits for ever.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    finished = threading.Event()
+    if timeout is not None:
+        rank = dist.get_rank()
+
+        def watchdog():
+            if not finished.wait(timeout):
+                print_line(
+                    f"rank {rank}: destroy_process_group did not return within {timeout:g} s "
+                    "(a known PyTorch hang at shutdown); the work is done, so exiting now"
+                )
+                sys.stderr.flush()
+                os._exit(0)
+
+        threading.Thread(target=watchdog, name="cleanup-watchdog", daemon=True).start()
+    dist.destroy_process_group()
+    finished.set()
 
 
 @dataclass(frozen=True)

@@ -28,21 +28,29 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def cluster_problem() -> str | None:
-    """Why no job can run here (no sbatch, no controller, no usable node), or None."""
+def cluster_problem(settle: float = 90) -> str | None:
+    """Why no job can run here (no sbatch, no controller, no usable node), or None.
+
+    Nodes still completing a cancelled job ("comp") are waited for, up to `settle` seconds: they
+    are busy, not gone, and one slow job must not fail the tests after it.
+    """
     if not shutil.which("sbatch"):
         return "Slurm is not installed (no sbatch); CI starts one with .ci/slurm-cluster.sh start"
-    try:
-        out = subprocess.run(
-            ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=20
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"sinfo failed: {e}"
-    states = out.stdout.split()
-    if out.returncode != 0 or not any(s.rstrip("*~#") in ("idle", "mix", "alloc") for s in states):
-        detail = (out.stderr or out.stdout).strip() or "no nodes"
-        return f"no Slurm cluster is up ({detail}); start one with .ci/slurm-cluster.sh start"
-    return None
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            out = subprocess.run(
+                ["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=20
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"sinfo failed: {e}"
+        states = [s.rstrip("*~#") for s in out.stdout.split()]
+        if out.returncode == 0 and any(s in ("idle", "mix", "alloc") for s in states):
+            return None
+        if out.returncode != 0 or "comp" not in states or time.monotonic() > deadline:
+            detail = (out.stderr or out.stdout).strip() or "no nodes"
+            return f"no Slurm cluster is up ({detail}); start one with .ci/slurm-cluster.sh start"
+        time.sleep(2)
 
 
 def require_cluster() -> None:

@@ -1,6 +1,8 @@
 """course_utils.distributed and the DDP training program course_utils.ddp_train."""
 
 import os
+import threading
+import time
 
 import pytest
 import torch
@@ -200,3 +202,38 @@ def test_rank_lines_are_written_whole_so_ranks_cannot_interleave(monkeypatch):
     distributed.print0("epoch 1:", "loss 2.3")  # rank 0 outside any launcher
     distributed.print_rank("hello")
     assert stream.writes == ["rank 1 joined\n", "epoch 1: loss 2.3\n", "[rank 0] hello\n"]
+
+
+class _FakeGroup:
+    """A process group whose destroy_process_group blocks until released (or returns at once)."""
+
+    def __init__(self, monkeypatch, hangs: bool):
+        self.release = threading.Event()
+        self.exit_codes = []
+        self.hangs = hangs
+        monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+        monkeypatch.setattr(distributed.dist, "get_rank", lambda: 3)
+        monkeypatch.setattr(distributed.dist, "destroy_process_group", self.destroy)
+        monkeypatch.setattr(distributed.os, "_exit", self.exit)
+
+    def destroy(self):
+        if self.hangs:
+            assert self.release.wait(10), "the watchdog never fired"
+
+    def exit(self, code):
+        self.exit_codes.append(code)
+        self.release.set()  # stands in for the process ending
+
+
+def test_cleanup_ends_a_process_whose_teardown_hangs(monkeypatch, capsys):
+    group = _FakeGroup(monkeypatch, hangs=True)
+    distributed.cleanup(timeout=0.2)
+    assert group.exit_codes == [0]  # the work was done: a clean exit, not a failure
+    assert "rank 3: destroy_process_group did not return within 0.2 s" in capsys.readouterr().out
+
+
+def test_cleanup_leaves_a_normal_teardown_alone(monkeypatch):
+    group = _FakeGroup(monkeypatch, hangs=False)
+    distributed.cleanup(timeout=0.2)
+    time.sleep(0.4)  # past the timeout: the watchdog must have stood down
+    assert group.exit_codes == []
