@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import sys
 
 import torch
 import torch.distributed as dist
@@ -123,19 +122,5 @@ def main(argv=None) -> int:
     return 0
 
 
-def exit_now(code: int) -> None:
-    """End the process without interpreter teardown, output flushed.
-
-    On the course's two-node Slurm cluster, a torchrun job now and then (2 of some 20 runs of the
-    Slurm tests) finished training, printed everything, and then hung in the first node's local
-    rank 0 as it exited (gloo and store threads torn down at exit, waiting on torchrun's agent,
-    which waits for the process); only the job's time limit ended it. The work is done and
-    written when main returns, so there is nothing left for teardown to do.
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    distributed.exit_now(main())  # skips interpreter teardown, which could hang under torchrun

@@ -296,13 +296,27 @@ def barrier() -> None:
         dist.barrier()
 
 
+def exit_now(code: int) -> None:
+    """End the process without interpreter teardown, output flushed.
+
+    On the course's two-node Slurm cluster, a torchrun job now and then (2 of some 20 runs of the
+    Slurm tests) finished training, printed everything, and then hung in the first node's local
+    rank 0 as it exited (gloo and store threads torn down at exit, waiting on torchrun's agent,
+    which waits for the process); only the job's time limit ended it. Call it once the work is
+    done and written: there is nothing left for teardown to do.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def cleanup(timeout: float | None = 60.0) -> None:
     """Destroy the process group at the end of a run: call it on every rank, after the work.
 
-    `destroy_process_group` can hang now and then (pytorch/pytorch#75097; the course's CI saw a
-    two-node torchrun job hang after training had finished). A finished job that hangs sits on
-    its nodes until the time limit, so after `timeout` seconds a watchdog says so and ends the
-    process with exit code 0: the work is done. timeout=None waits for ever.
+    `destroy_process_group` itself can hang now and then (pytorch/pytorch#75097; not seen here:
+    the hang the course met came later, in teardown, see `exit_now`). A finished job that hangs
+    sits on its nodes until the time limit, so after `timeout` seconds a watchdog says so and
+    ends the process with exit code 0: the work is done. timeout=None waits for ever.
     """
     if not (dist.is_available() and dist.is_initialized()):
         return
@@ -316,8 +330,7 @@ def cleanup(timeout: float | None = 60.0) -> None:
                     f"rank {rank}: destroy_process_group did not return within {timeout:g} s "
                     "(a known PyTorch hang at shutdown); the work is done, so exiting now"
                 )
-                sys.stderr.flush()
-                os._exit(0)
+                exit_now(0)
 
         threading.Thread(target=watchdog, name="cleanup-watchdog", daemon=True).start()
     dist.destroy_process_group()

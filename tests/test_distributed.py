@@ -245,6 +245,6 @@ def test_exit_now_keeps_the_output_and_the_exit_code():
     # os._exit skips the flush at interpreter exit: exit_now must flush first. Buffered output,
     # as in a batch job's log file (PYTHONUNBUFFERED would hide a missing flush).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    code = "from course_utils.ddp_train import exit_now\nprint('done', end='')\nexit_now(3)"
+    code = "from course_utils.distributed import exit_now\nprint('done', end='')\nexit_now(3)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert (run.returncode, run.stdout) == (3, "done")
