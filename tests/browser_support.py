@@ -60,17 +60,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_http(url: str, proc: subprocess.Popen, log: Path, timeout: float) -> None:
-    """Poll `url` until it answers (any HTTP status counts); fail with the log if it never does."""
+def wait_for_http(
+    url: str, proc: subprocess.Popen, log: Path, timeout: float, statuses: tuple[int, ...] = ()
+) -> None:
+    """Poll `url` until it answers with one of `statuses` (empty: any HTTP status counts); fail
+    with the log if it never does. JupyterHub's proxy answers 404 until the hub has added its
+    route, so the hub waits for 200."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            urllib.request.urlopen(url, timeout=5)
-            return
-        except urllib.error.HTTPError:
-            return
+            status = urllib.request.urlopen(url, timeout=5).status
+        except urllib.error.HTTPError as e:
+            status = e.code
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            time.sleep(0.3)
+            status = None
+        if status is not None and (not statuses or status in statuses):
+            return
+        time.sleep(0.3)
     pytest.fail(f"no answer from {url} (exit code {proc.poll()}):\n{log.read_text()[-3000:]}")
 
 

@@ -160,7 +160,8 @@ def hub(tmp_path_factory):
         [str(bs.CENTRE / "bin" / "jupyterhub"), "-f", str(config)], tmp / "hub.log", cwd=tmp
     )
     try:
-        bs.wait_for_http(f"http://127.0.0.1:{port}/hub/api", proc, tmp / "hub.log", 120)
+        hub_api = f"http://127.0.0.1:{port}/hub/api"
+        bs.wait_for_http(hub_api, proc, tmp / "hub.log", 120, statuses=(200,))
         yield f"http://127.0.0.1:{port}", home
     finally:
         # The hub stops the learner's server and the proxy; anything left running from tmp goes.
