@@ -37,7 +37,7 @@ def resolve_device(name: str, p: argparse.ArgumentParser | None = None) -> torch
     """`auto`: the best device here; anything else must be available, else ValueError (or,
     given the parser, its usage error: exit code 2)."""
     try:
-        return pick_device() if name == "auto" else pick_device(name)
+        return pick_device(None if name == "auto" else name)
     except ValueError as e:
         if p is None:
             raise

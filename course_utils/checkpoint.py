@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
+from course_utils import distributed
+from course_utils.device import local_device
 from course_utils.files import atomic_write
 
 FORMAT = "course-checkpoint/1"
@@ -133,7 +134,8 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(
         {
             "bit_generator": "MT19937",
-            "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+            # .cpu(): a checkpoint mapped to a GPU brings this key there too.
+            "state": {"key": n["key"].cpu().numpy().astype(np.uint32), "pos": n["pos"]},
             "has_gauss": n["has_gauss"],
             "gauss": n["gauss"],
         }
@@ -158,15 +160,6 @@ def _check_plain(value, where: str) -> None:
             "strings, None and lists/dicts of them (weights_only=True loads nothing else); "
             "convert it first, e.g. str(path) or vars(args)"
         )
-
-
-def _is_writer() -> bool:
-    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
-
-
-def _barrier() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
 
 
 # ----------------------------------------------------------------------------- save and load
@@ -206,17 +199,23 @@ def save_checkpoint(
     for key in ("sampler", "config", *extra):
         _check_plain(state[key], key)
     written = None
-    if _is_writer():
+    if distributed.is_main_process():
         written = atomic_torch_save(state, path)
-    _barrier()
+    distributed.barrier()
     return written
 
 
 def default_map_location() -> torch.device:
-    """This rank's device: the current CUDA device (set with torch.cuda.set_device) or the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    """Where a checkpoint's tensors go by default: this rank's device (`device.local_device`).
+
+    In a process group that is the device it joined with, so rank 1 of a node loads onto
+    cuda:1 even when rank 0 saved from cuda:0; a checkpoint saved on a GPU loads on a CPU node.
+    """
+    current = distributed.state()
+    if current is not None:
+        return current.device
+    env = distributed.DistEnv.from_environ()
+    return local_device(env.local_rank, env.local_world_size)
 
 
 def _read(path: Path, map_location) -> dict:

@@ -23,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
 from course_utils import data, distributed, hpc, models, train
+from course_utils.device import local_device
 
 MODELS = {"net": models.Net, "widenet": models.WideNet}
 
@@ -38,7 +39,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument(
         "--disable-cuda", action="store_true", help="run on the CPU (gloo) even with GPUs"
     )
-    p.add_argument("--backend", choices=["gloo", "nccl"], default=None, help="default: by device")
+    p.add_argument(
+        "--backend", choices=["gloo", "nccl"], default=None,
+        help="default: nccl when every rank on a node has a GPU of its own, else gloo",
+    )  # fmt: skip
     p.add_argument("--max-steps", type=int, default=None, help="batches per epoch at most")
     p.add_argument("--data-root", default=None, help="CIFAR-10 folder (default: synthetic)")
     p.add_argument("--seed", type=int, default=0)
@@ -71,13 +75,12 @@ def _node_name() -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    # torchrun's workers on a node share the CPUs Slurm gave its one task: split them.
-    per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    threads = hpc.configure_threads(args.threads or max(1, hpc.allocated_cpus() // per_node))
     env = distributed.DistEnv.from_environ()
-    device = distributed.device_for(
-        env, use_cuda=torch.cuda.is_available() and not args.disable_cuda
-    )
+    # torchrun's workers on a node share the CPUs Slurm gave its one task: split them.
+    per_node = env.local_world_size if env.source == "torchrun" else 1
+    threads = hpc.configure_threads(args.threads or max(1, hpc.allocated_cpus() // per_node))
+    prefer = "cpu" if args.disable_cuda else None
+    device = local_device(env.local_rank, env.local_world_size, prefer)
     distributed.init_process_group(args.backend, env, timeout=args.timeout, device=device)
     backend = dist.get_backend()
     distributed.print_line(

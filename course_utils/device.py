@@ -1,12 +1,20 @@
-"""Which device to compute on, and gates for cells that need particular hardware."""
+"""Which device a process computes on: the one place that decides it, and gates for cells.
+
+`local_device` is the decision for every process of the course: a notebook, a one-device script,
+each rank of a DDP job. `pick_device` is the same decision for a single process. The rule is a
+pure function of the hardware's answers (`plan_device`), so tests pin each branch by passing the
+GPU count a node would report. Taught in lesson 02 (one process) and lesson 05 (ranks).
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
 KINDS = ("cuda", "mps", "cpu")
+ENV = "COURSE_DEVICE"
 
 
 def _available(kind: str) -> int:
@@ -21,27 +29,88 @@ def _available(kind: str) -> int:
     raise ValueError(f"device kind {kind!r} is not one of {KINDS}; pass one of those")
 
 
-def pick_device(prefer: str | None = None) -> torch.device:
-    """The device to use: env COURSE_DEVICE, else `prefer`, else cuda, then mps, then cpu.
+def gpu_count() -> int:
+    """CUDA GPUs this process can see (0 without a driver or with CUDA_VISIBLE_DEVICES empty)."""
+    return _available("cuda")
 
-    An explicit choice (env or `prefer`) that is not available raises ValueError rather than
-    silently running somewhere else: a job that asked for a GPU should not quietly use the CPU.
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """The decision and, when ranks of one node must share a GPU, the one line that says so."""
+
+    device: torch.device
+    note: str = ""
+
+
+def plan_device(
+    local_rank: int = 0,
+    local_world_size: int = 1,
+    choice: str | None = None,
+    gpus: int = 0,
+    mps: bool = False,
+    source: str = "prefer",
+) -> DevicePlan:
+    """The device of local rank `local_rank` of `local_world_size` on a node with `gpus` GPUs.
+
+    `choice` ("cpu", "cuda", "cuda:1", "mps"; None: the best there is) comes from COURSE_DEVICE
+    or the caller (`source` names which, for the error message). Without a choice: one GPU per
+    local rank when there are enough (cuda:<local_rank>); fewer GPUs than ranks: ranks share them
+    round-robin, and the note says so (NCCL refuses two ranks on one GPU, so such a job uses
+    gloo, see `distributed.choose_backend`); no GPU: mps, else cpu. A choice that this process
+    cannot see raises ValueError instead of silently running somewhere else.
     """
-    choice = os.environ.get("COURSE_DEVICE") or prefer
-    if choice:
-        device = torch.device(choice)
-        if _available(device.type) <= (device.index or 0):
-            source = "COURSE_DEVICE" if os.environ.get("COURSE_DEVICE") else "prefer"
-            raise ValueError(
-                f"{source}={choice!r} asks for a device this process cannot see "
-                f"({_available(device.type)} {device.type} device(s) found); "
-                "unset it, or choose 'cpu'"
-            )
-        return device
-    for kind in ("cuda", "mps"):
-        if _available(kind):
-            return torch.device(kind)
-    return torch.device("cpu")
+    if local_world_size < 1 or not 0 <= local_rank < local_world_size:
+        raise ValueError(
+            f"local rank {local_rank} of {local_world_size} processes on this node: the local "
+            "rank must be in 0..local_world_size-1; check LOCAL_RANK/LOCAL_WORLD_SIZE (torchrun) "
+            "or SLURM_LOCALID and --ntasks-per-node (srun)"
+        )
+    kind = torch.device(choice).type if choice else ("cuda" if gpus else "mps" if mps else "cpu")
+    if kind not in KINDS:
+        raise ValueError(f"{source}={choice!r}: device kind {kind!r} is not one of {KINDS}")
+    found = {"cuda": gpus, "mps": int(mps), "cpu": 1}[kind]
+    index = torch.device(choice).index if choice else None
+    if found <= (index or 0):
+        raise ValueError(
+            f"{source}={choice!r} asks for a device this process cannot see ({found} {kind} "
+            "device(s) found); unset it, or choose 'cpu'"
+        )
+    if kind != "cuda":
+        return DevicePlan(torch.device(kind))
+    if index is None:
+        index = local_rank % found
+    sharing = local_world_size > found or (choice is not None and ":" in choice)
+    if not sharing or local_world_size == 1:
+        return DevicePlan(torch.device("cuda", index))
+    note = (
+        f"{local_world_size} processes on this node share {found} GPU(s): local rank "
+        f"{local_rank} uses cuda:{index}; NCCL refuses two ranks on one GPU, so they communicate "
+        "over gloo (run them concurrently with MPS, slurm/mps_job.sh)"
+    )
+    return DevicePlan(torch.device("cuda", index), note)
+
+
+def local_device(
+    local_rank: int = 0, local_world_size: int = 1, prefer: str | None = None
+) -> torch.device:
+    """This process's device: env COURSE_DEVICE, else `prefer`, else the best for its local rank.
+
+    cuda:<local_rank> when the node has a GPU per local rank; when ranks must share GPUs, local
+    rank 0 prints one line saying so. Without GPUs: mps, else cpu.
+    """
+    choice = os.environ.get(ENV) or prefer
+    source = ENV if os.environ.get(ENV) else "prefer"
+    plan = plan_device(
+        local_rank, local_world_size, choice, gpu_count(), bool(_available("mps")), source
+    )
+    if plan.note and local_rank == 0:
+        print(plan.note, flush=True)
+    return plan.device
+
+
+def pick_device(prefer: str | None = None) -> torch.device:
+    """The device for a single process: `local_device(0, 1, prefer)`. Taught in lesson 02."""
+    return local_device(0, 1, prefer)
 
 
 def requires(kind: str, count: int = 1) -> bool:

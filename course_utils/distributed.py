@@ -1,8 +1,11 @@
 """Who am I in a distributed job: ranks from torchrun or Slurm, process groups, and launching.
 
 Read the environment in one place (`DistEnv.from_environ`), with a fallback chain: torchrun's
-variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else Slurm's (SLURM_PROCID,
-SLURM_LOCALID, SLURM_NTASKS, SLURM_JOB_NODELIST, SLURM_JOB_ID), else a single process.
+variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), else Slurm's
+(SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_NODELIST,
+SLURM_JOB_ID), else a single process. `init_process_group` joins the group with the device of
+`device.local_device` and the backend of `choose_backend`, and records what it chose: `state()`,
+`is_main_process()` and `collective_device()` read that record. Taught in lesson 05.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +23,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from course_utils.device import gpu_count, local_device
 
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 SLURM_VARS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS")
@@ -39,6 +45,7 @@ class DistEnv:
     master_addr: str = "127.0.0.1"
     master_port: int = DEFAULT_PORT
     source: str = "none"  # "torchrun", "slurm" or "none"
+    local_world_size: int = 1  # processes of this job on this node
 
     @property
     def is_main(self) -> bool:
@@ -101,11 +108,39 @@ def _from_torchrun(environ) -> DistEnv:
         )
     rank, local, size = (_int(environ, name) for name in TORCHRUN_VARS)
     _validate(rank, local, size, TORCHRUN_VARS)
+    local_size = _int(environ, "LOCAL_WORLD_SIZE", local + 1)
+    _validate_local(local, local_size, "LOCAL_RANK", "LOCAL_WORLD_SIZE")
     return DistEnv(
         rank, local, size,
         environ.get("MASTER_ADDR", "127.0.0.1"), _int(environ, "MASTER_PORT", DEFAULT_PORT),
-        "torchrun",
+        "torchrun", local_size,
     )  # fmt: skip
+
+
+def _validate_local(local_rank: int, local_size: int, rank_name: str, size_name: str) -> None:
+    if not 0 <= local_rank < local_size:
+        raise ValueError(
+            f"{rank_name}={local_rank} is outside 0..{size_name}-1 (={local_size - 1}); "
+            "the launcher's variables disagree: unset stale ones or relaunch"
+        )
+
+
+def tasks_on_node(spec: str, node_index: int) -> int:
+    """Tasks on node `node_index` from Slurm's compressed count: "2(x3),1" -> 2, 2, 2, 1."""
+    counts = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", part)
+        if not m:
+            raise ValueError(
+                f"tasks per node {spec!r}: {part!r} is not a count like 2 or 2(x3); "
+                "is SLURM_STEP_TASKS_PER_NODE from this Slurm?"
+            )
+        counts += [int(m[1])] * int(m[2] or 1)
+    if not 0 <= node_index < len(counts):
+        raise ValueError(
+            f"SLURM_NODEID={node_index} is outside the {len(counts)} node(s) of {spec!r}"
+        )
+    return counts[node_index]
 
 
 def _from_slurm(environ) -> DistEnv:
@@ -113,6 +148,12 @@ def _from_slurm(environ) -> DistEnv:
     local = _int(environ, "SLURM_LOCALID", 0)
     size = _int(environ, "SLURM_NTASKS", 1)
     _validate(rank, local, size, SLURM_VARS)
+    per_node = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE")
+    if per_node:
+        local_size = tasks_on_node(per_node, _int(environ, "SLURM_NODEID", 0))
+    else:
+        local_size = _int(environ, "SLURM_NTASKS_PER_NODE", local + 1)
+    _validate_local(local, local_size, "SLURM_LOCALID", "tasks on this node")
     addr = environ.get("MASTER_ADDR") or _first_host(
         environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or "127.0.0.1"
     )
@@ -122,7 +163,7 @@ def _from_slurm(environ) -> DistEnv:
         port = port_for_job(_int(environ, "SLURM_JOB_ID"))
     else:
         port = DEFAULT_PORT
-    return DistEnv(rank, local, size, addr, port, "slurm")
+    return DistEnv(rank, local, size, addr, port, "slurm", local_size)
 
 
 def port_for_job(job_id: int) -> int:
@@ -205,19 +246,107 @@ def expand_hostlist(hostlist: str) -> list[str]:
     return [host for part in _split_top_level(hostlist) for host in _expand_one(part, hostlist)]
 
 
+def choose_backend(local_world_size: int, gpu_count: int) -> str:
+    """The backend: "nccl" only when every local rank has a GPU of its own, else "gloo".
+
+    NCCL refuses two ranks on one GPU ("Duplicate GPU detected"); gloo all-reduces CPU tensors
+    and CUDA tensors alike, which is how the cluster documentation runs several DDP replicas on
+    one GPU ("NCCL does not work on a single GPU"). Pass gpu_count=0 for a job on the CPU.
+    """
+    if local_world_size < 1 or gpu_count < 0:
+        raise ValueError(
+            f"local_world_size={local_world_size} must be >= 1 and gpu_count={gpu_count} >= 0"
+        )
+    return "nccl" if gpu_count >= local_world_size else "gloo"
+
+
+def batch_script_warning(environ=None) -> str | None:
+    """The warning for Python started by a multi-task batch script itself, not by srun.
+
+    That process is not one of the job's tasks: it trains alone while the rest of the
+    allocation stays idle. None when all is well.
+    """
+    environ = os.environ if environ is None else environ
+    if any(name in environ for name in TORCHRUN_VARS) or not _in_batch_script(environ):
+        return None
+    tasks = environ.get("SLURM_NTASKS", "1")
+    if not tasks.isdigit() or int(tasks) <= 1:
+        return None
+    return (
+        f"warning: this job has SLURM_NTASKS={tasks} tasks, but this Python was started by the "
+        "batch script itself, not by srun: it runs as 1 process of 1. Start it with "
+        "`srun python ...` (or torchrun under srun) to use every task"
+    )
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """What `init_process_group` decided, recorded once for the rest of the process."""
+
+    env: DistEnv
+    backend: str
+    device: torch.device
+
+
+_STATE: GroupState | None = None
+
+
+def is_initialized() -> bool:
+    """True inside a process group (torch.distributed built and initialized)."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def state() -> GroupState | None:
+    """The decisions of `init_process_group` in this process, or None before (or without) it."""
+    return _STATE if is_initialized() else None
+
+
+def rank() -> int:
+    """This process's global rank: the group's when there is one, else the launcher's."""
+    if is_initialized():
+        return dist.get_rank()
+    return DistEnv.from_environ().rank
+
+
+def is_main_process() -> bool:
+    """True on rank 0, and in a process that is not part of a distributed job: the one rank
+    that logs, saves checkpoints and requeues the job."""
+    return rank() == 0
+
+
+def collective_device() -> torch.device:
+    """Where tensors for collectives must live: this rank's GPU under nccl, else the CPU."""
+    current = state()
+    if current is not None and current.backend == "nccl":
+        return current.device
+    if is_initialized() and dist.get_backend() == "nccl":  # a group joined without us
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def device_for(env: DistEnv, use_cuda: bool | None = None) -> torch.device:
-    """cuda:<local rank> when CUDA is used (ranks may share a GPU, e.g. under MPS), else cpu."""
-    if use_cuda is None:
-        use_cuda = torch.cuda.is_available()
-    if use_cuda:
-        return torch.device("cuda", env.local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
+def join_error(env: DistEnv, port: int, backend: str, timeout: float, error: Exception) -> str:
+    """Why the group did not form, naming the real cause when it is not a missing rank."""
+    text = f"{type(error).__name__}: {error}"
+    where = f"{env.master_addr}:{port}"
+    if "EADDRINUSE" in text or "address already in use" in text.lower():
+        return (
+            f"rank {env.rank}: port {where} is already in use by another process (EADDRINUSE), "
+            "so rank 0 could not listen there. Another job or a leftover process holds it: "
+            "choose another MASTER_PORT (or let the job id choose it), or end the old process. "
+            f"Cause: {text}"
+        )
+    return (
+        f"rank {env.rank}: not all {env.world_size} processes joined within {timeout:g} s at "
+        f"{where} (backend {backend}, variables from {env.source}). Check that the launcher "
+        "started world_size processes (torchrun --nproc-per-node, srun --ntasks) and that rank "
+        f"0's host is reachable. Cause: {text}"
+    )
 
 
 def init_process_group(
@@ -228,13 +357,19 @@ def init_process_group(
 ) -> DistEnv:
     """Join the job's process group and return this process's DistEnv.
 
-    backend: "nccl" when `device` (default: `device_for(env)`) is a GPU, else "gloo".
-    timeout: seconds to wait for all ranks; a rank that never comes gives a RuntimeError that
-    says so instead of a hang.
+    device: default `device.local_device(local rank, local world size)`; a GPU becomes the
+    current CUDA device. backend: default `choose_backend(local world size, GPUs)`, so ranks that
+    share a GPU use gloo. timeout: seconds to wait for all ranks; a rank that never comes, or a
+    port in use, gives a RuntimeError that says which instead of a hang.
     """
+    global _STATE
     env = env or DistEnv.from_environ()
-    device = device or device_for(env)
-    backend = backend or ("nccl" if device.type == "cuda" else "gloo")
+    warning = batch_script_warning()
+    if warning:
+        print_line(warning)
+    device = device or local_device(env.local_rank, env.local_world_size)
+    gpus = gpu_count() if device.type == "cuda" else 0
+    backend = backend or choose_backend(env.local_world_size, gpus)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     port = env.master_port
@@ -251,20 +386,9 @@ def init_process_group(
             timeout=timedelta(seconds=timeout),
         )  # fmt: skip
     except Exception as e:  # the store and backends raise several types (DistStoreError, ...)
-        raise RuntimeError(
-            f"rank {env.rank}: not all {env.world_size} processes joined within {timeout:g} s at "
-            f"{env.master_addr}:{port} (backend {backend}, variables from {env.source}). Check "
-            "that the launcher started world_size processes (torchrun --nproc-per-node, srun "
-            f"--ntasks) and that rank 0's host is reachable. Cause: {type(e).__name__}: {e}"
-        ) from e
+        raise RuntimeError(join_error(env, port, backend, timeout, e)) from e
+    _STATE = GroupState(env, backend, device)
     return env
-
-
-def is_main_process() -> bool:
-    """True on rank 0, and in a process that is not part of a distributed job."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank() == 0
-    return DistEnv.from_environ().is_main
 
 
 def print_line(*args, sep: str = " ") -> None:
@@ -286,13 +410,12 @@ def print0(*args, sep: str = " ") -> None:
 
 def print_rank(*args, sep: str = " ") -> None:
     """Print a line from every rank, prefixed with "[rank R]"."""
-    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-    print_line(f"[rank {rank}]", *args, sep=sep)
+    print_line(f"[rank {rank()}]", *args, sep=sep)
 
 
 def barrier() -> None:
     """Wait for all ranks (a no-op outside a process group)."""
-    if dist.is_available() and dist.is_initialized():
+    if is_initialized():
         dist.barrier()
 
 
@@ -318,16 +441,16 @@ def cleanup(timeout: float | None = 60.0) -> None:
     sits on its nodes until the time limit, so after `timeout` seconds a watchdog says so and
     ends the process with exit code 0: the work is done. timeout=None waits for ever.
     """
-    if not (dist.is_available() and dist.is_initialized()):
+    if not is_initialized():
         return
     finished = threading.Event()
     if timeout is not None:
-        rank = dist.get_rank()
+        this_rank = dist.get_rank()
 
         def watchdog():
             if not finished.wait(timeout):
                 print_line(
-                    f"rank {rank}: destroy_process_group did not return within {timeout:g} s "
+                    f"rank {this_rank}: destroy_process_group did not return within {timeout:g} s "
                     "(a known PyTorch hang at shutdown); the work is done, so exiting now"
                 )
                 exit_now(0)
@@ -335,6 +458,14 @@ def cleanup(timeout: float | None = 60.0) -> None:
         threading.Thread(target=watchdog, name="cleanup-watchdog", daemon=True).start()
     dist.destroy_process_group()
     finished.set()
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL every process of the session `proc` leads (it was started with a new session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 @dataclass(frozen=True)
@@ -378,15 +509,17 @@ def launch(
     for name in (*TORCHRUN_VARS, "MASTER_ADDR", "MASTER_PORT"):
         child_env.pop(name, None)  # a notebook inside a job must not pass its own rank on
     lines = []
+    # A session of its own: on a time-out or Ctrl-C the whole tree goes, torchrun's workers too.
     with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env, bufsize=1
-    ) as proc:
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env,
+        bufsize=1, start_new_session=True,
+    ) as proc:  # fmt: skip
         timed_out = False
 
         def kill():  # a hung run must not block the notebook forever
             nonlocal timed_out
             timed_out = True
-            proc.kill()
+            _kill_session(proc)
 
         watchdog = threading.Timer(timeout, kill)
         watchdog.start()
@@ -397,14 +530,82 @@ def launch(
                     print(line, end="", flush=True)
             proc.wait()
         except BaseException:  # Ctrl-C in the notebook: do not leave workers behind
-            proc.kill()
+            _kill_session(proc)
             raise
         finally:
             watchdog.cancel()
+            _kill_session(proc)  # workers a failed launcher left behind
     if timed_out:
         lines.append(f"launch: killed after the timeout of {timeout:g} s\n")
     result = LaunchResult(proc.returncode, "".join(lines))
     if check and result.returncode != 0:
+        cause = failure_cause(result.output)
         tail = "".join(lines[-15:])
-        raise RuntimeError(f"{' '.join(cmd)} exited with code {result.returncode}:\n{tail}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited with code {result.returncode}"
+            + (f"\n{cause}" if cause else "")
+            + f"\n--- last lines of its output ---\n{tail}"
+        )
     return result
+
+
+_RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
+_ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
+_LAUNCHER_FRAMES = ("torch/distributed/run.py", "torch/distributed/launcher", "ChildFailedError")
+_TRACEBACK = ["Traceback (most recent call last):"]
+
+
+def _error_lines(lines: list[str]) -> list[list[str]]:
+    """The exception text of each Python traceback in `lines` (what follows its frames)."""
+    found, i = [], 0
+    while i < len(lines):
+        if not lines[i].startswith("Traceback (most recent call last)"):
+            i += 1
+            continue
+        i += 1
+        while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
+            i += 1  # frames: '  File ...', their source lines and ^^^ markers
+        message = []
+        while i < len(lines) and not lines[i].startswith("Traceback"):
+            if re.match(r"^(\[?[EWI]\d{4} |\*{5}|\[rank\d+\]:)", lines[i]):
+                break  # torchrun's own log lines and PyTorch's C++ warnings end the message
+            message.append(lines[i].rstrip())
+            i += 1
+        found.append([m for m in message if m])
+    return found
+
+
+def failure_cause(output: str) -> str | None:
+    """The failing rank's own error lines from a launch's output, e.g. "Duplicate GPU detected".
+
+    torchrun's summary names the root-cause rank and its exit code but not its error; PyTorch
+    prefixes a rank's uncaught traceback with "[rankN]:" once its process group exists, so the
+    lines of that rank are picked out. Before that (or without torchrun) the last traceback that
+    is not torchrun's own is used. None when the output holds no traceback.
+    """
+    lines = output.splitlines()
+    root = _ROOT_CAUSE.search(output)
+    rank_of_root = int(root[1]) if root else None
+    by_rank: dict[int, list[str]] = {}
+    plain = []
+    for line in lines:
+        m = _RANK_PREFIX.match(line)
+        if m:
+            by_rank.setdefault(int(m[1]), []).append(line[m.end() :])
+        else:
+            plain.append(line)
+    if rank_of_root is not None and by_rank.get(rank_of_root):
+        messages = _error_lines(by_rank[rank_of_root])
+        who = f"rank {rank_of_root}"
+    else:
+        tracebacks = "\n".join(plain).split("Traceback (most recent call last)")[1:]
+        mine = [t for t in tracebacks if not any(m in t for m in _LAUNCHER_FRAMES)]
+        messages = [msg for t in mine for msg in _error_lines(_TRACEBACK + t.splitlines()[1:])]
+        who = f"rank {rank_of_root}" if rank_of_root is not None else "the program"
+    messages = [m for m in messages if m]
+    if not messages:
+        if root and int(root[2]) < 0:
+            return f"cause: {who} was killed by signal {-int(root[2])} (no Python traceback)"
+        return None
+    shown = messages[-1][:8]
+    return f"cause ({who}): " + "\n  ".join(shown)

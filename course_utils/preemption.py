@@ -15,6 +15,8 @@ import subprocess
 import torch
 import torch.distributed as dist
 
+from course_utils import distributed
+
 DEFAULT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 
@@ -46,21 +48,15 @@ class PreemptionFlag:
 
     def should_stop(self) -> bool:
         """True when any rank got a signal: ranks agree, so they all save and stop at one step."""
-        if not (dist.is_available() and dist.is_initialized()):
+        if not distributed.is_initialized():
             return self.requested
-        flag = torch.tensor([int(self.requested)], device=_collective_device())
+        flag = torch.tensor([int(self.requested)], device=distributed.collective_device())
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
 
     @property
     def name(self) -> str:
         return signal.Signals(self.signal).name if self.signal is not None else "none"
-
-
-def _collective_device() -> torch.device:
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def requeue_job(environ=None, run=subprocess.run) -> bool:
@@ -73,8 +69,8 @@ def requeue_job(environ=None, run=subprocess.run) -> bool:
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
         return False
-    if dist.is_available() and dist.is_initialized() and dist.get_rank() != 0:
-        return True
+    if not distributed.is_main_process():
+        return True  # rank 0 requeues the job for all ranks
     result = run(["scontrol", "requeue", job_id], capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(

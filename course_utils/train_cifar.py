@@ -46,16 +46,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def choose_device(disable_cuda: bool) -> torch.device:
-    """The documentation's device-agnostic pattern: --disable-cuda wins, else the best device."""
-    return torch.device("cpu") if disable_cuda else pick_device()
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     threads = hpc.configure_threads(args.threads)
-    device = choose_device(args.disable_cuda)
+    # The documentation's pattern: --disable-cuda wins, else the best device.
+    device = torch.device("cpu") if args.disable_cuda else pick_device()
     print(f"device {device}, {threads} torch threads, {hpc.allocated_cpus()} allocated CPUs")
 
     # Read the data; it is scaled and converted to tensors by the dataset; load in batches.

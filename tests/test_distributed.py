@@ -1,10 +1,12 @@
 """course_utils.distributed and the DDP training program course_utils.ddp_train."""
 
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,14 +14,16 @@ import torch
 from course_utils import ddp_train, distributed
 from course_utils.distributed import DistEnv, expand_hostlist, port_for_job
 
+ASSETS = Path(__file__).parent / "assets"
+
 
 def test_torchrun_variables_win_over_slurm():
     environ = {
-        "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4",
+        "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
         "MASTER_ADDR": "cn1", "MASTER_PORT": "1234",
         "SLURM_PROCID": "0", "SLURM_NTASKS": "2",
     }  # fmt: skip
-    assert DistEnv.from_environ(environ) == DistEnv(3, 1, 4, "cn1", 1234, "torchrun")
+    assert DistEnv.from_environ(environ) == DistEnv(3, 1, 4, "cn1", 1234, "torchrun", 2)
 
 
 def test_slurm_variables_and_first_host():
@@ -29,6 +33,7 @@ def test_slurm_variables_and_first_host():
     }  # fmt: skip
     env = DistEnv.from_environ(environ)
     assert (env.rank, env.local_rank, env.world_size, env.source) == (5, 1, 8, "slurm")
+    assert env.local_world_size == 2  # without a per-node count: at least local rank + 1
     assert env.master_addr == "gpu07"
     assert env.master_port == port_for_job(123456) == 20000 + 123456 % 10000
 
@@ -52,8 +57,84 @@ def test_the_batch_script_itself_is_not_a_task():
 
 
 def test_no_launcher_is_rank_0_of_1():
-    assert DistEnv.from_environ({}) == DistEnv(0, 0, 1, "127.0.0.1", 29500, "none")
+    assert DistEnv.from_environ({}) == DistEnv(0, 0, 1, "127.0.0.1", 29500, "none", 1)
     assert DistEnv.from_environ({}).is_main
+
+
+@pytest.mark.parametrize(
+    ("spec", "node", "tasks"),
+    [("4", 0, 4), ("2(x3),1", 2, 2), ("2(x3),1", 3, 1), ("3,1", 1, 1)],
+)
+def test_tasks_on_node_reads_slurms_compressed_counts(spec, node, tasks):
+    assert distributed.tasks_on_node(spec, node) == tasks
+
+
+def test_slurm_local_world_size_comes_from_this_nodes_task_count():
+    environ = {
+        "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_PROCID": "4", "SLURM_LOCALID": "0",
+        "SLURM_NTASKS": "5", "SLURM_NODEID": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x2),1",
+        "SLURM_JOB_NODELIST": "cn[1-3]",
+    }  # fmt: skip
+    assert DistEnv.from_environ(environ).local_world_size == 1
+    with pytest.raises(ValueError, match=r"'2\(y2\)' is not a count"):
+        distributed.tasks_on_node("2(y2)", 0)
+
+
+@pytest.mark.parametrize(
+    ("local_world_size", "gpus", "backend"),
+    [(1, 0, "gloo"), (2, 0, "gloo"), (1, 1, "nccl"), (4, 4, "nccl"), (2, 8, "nccl"),
+     (2, 1, "gloo"), (4, 2, "gloo")],
+)  # fmt: skip
+def test_choose_backend_nccl_only_with_a_gpu_per_local_rank(local_world_size, gpus, backend):
+    assert distributed.choose_backend(local_world_size, gpus) == backend
+
+
+def test_choose_backend_rejects_impossible_counts():
+    with pytest.raises(ValueError, match="local_world_size=0 must be >= 1"):
+        distributed.choose_backend(0, 1)
+
+
+class _CapturedJoin:
+    """Stands in for torch's init_process_group and set_device: records what they were given."""
+
+    def __init__(self, monkeypatch):
+        self.calls, self.devices = [], []
+        monkeypatch.setattr(distributed.dist, "init_process_group", self.join)
+        monkeypatch.setattr(torch.cuda, "set_device", self.devices.append)
+        saved = dict(os.environ)
+        monkeypatch.setattr(distributed, "_STATE", None)
+        self.restore = lambda: (os.environ.clear(), os.environ.update(saved))
+
+    def join(self, backend, **kwargs):
+        self.calls.append(backend)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "local_rank", "backend", "device"),
+    [(2, 1, "nccl", "cuda:1"), (1, 1, "gloo", "cuda:0"), (0, 1, "gloo", "cpu")],
+)
+def test_init_process_group_uses_the_device_and_backend_rules(
+    fake_gpus, monkeypatch, gpus, local_rank, backend, device
+):
+    fake_gpus(gpus)
+    join = _CapturedJoin(monkeypatch)
+    env = DistEnv(local_rank, local_rank, 2, "127.0.0.1", 29500, "torchrun", 2)
+    try:
+        distributed.init_process_group(env=env)
+    finally:
+        join.restore()
+    assert join.calls == [backend]
+    assert join.devices == ([torch.device(device)] if device != "cpu" else [])
+    assert distributed._STATE.device == torch.device(device)
+
+
+def test_the_batch_script_of_a_multi_task_job_is_warned_about():
+    batch = {"SLURM_JOB_ID": "9", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
+    warning = distributed.batch_script_warning(batch)
+    assert "SLURM_NTASKS=4 tasks" in warning and "srun python" in warning
+    assert distributed.batch_script_warning({**batch, "SLURM_STEP_ID": "0"}) is None  # a task
+    assert distributed.batch_script_warning({**batch, "SLURM_NTASKS": "1"}) is None
+    assert distributed.batch_script_warning({}) is None
 
 
 def test_ports_of_two_jobs_differ_and_stay_in_range():
@@ -74,6 +155,20 @@ def test_ports_of_two_jobs_differ_and_stay_in_range():
         ({"SLURM_PROCID": "2", "SLURM_NTASKS": "2"}, "SLURM_PROCID=2 is outside 0..SLURM_NTASKS"),
         ({"SLURM_PROCID": "1", "SLURM_LOCALID": "3", "SLURM_NTASKS": "4"}, "SLURM_LOCALID=3"),
         ({"SLURM_PROCID": "0", "SLURM_NTASKS": "0"}, "SLURM_NTASKS=0 must be at least 1"),
+        (
+            {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "1"},
+            "LOCAL_RANK=1 is outside 0..LOCAL_WORLD_SIZE-1",
+        ),
+        (
+            {
+                "SLURM_PROCID": "3",
+                "SLURM_LOCALID": "1",
+                "SLURM_NTASKS": "4",
+                "SLURM_STEP_TASKS_PER_NODE": "1(x4)",
+                "SLURM_NODEID": "2",
+            },
+            "SLURM_LOCALID=1 is outside 0..tasks on this node",
+        ),  # fmt: skip
     ],
 )
 def test_inconsistent_values_name_the_variables(environ, names):
@@ -144,6 +239,54 @@ def test_a_missing_rank_fails_with_a_clear_message():
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_a_port_in_use_is_named_as_the_cause():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = DistEnv(0, 0, 2, "127.0.0.1", taken.getsockname()[1], "torchrun")
+        saved = dict(os.environ)
+        try:
+            with pytest.raises(RuntimeError, match="already in use by another process"):
+                distributed.init_process_group("gloo", env, timeout=5)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def test_failure_cause_finds_the_failing_ranks_own_error_in_a_real_gpu_log():
+    # lesson 05 on a 1-GPU node before the fix (2 ranks, nccl): the cause is in rank 0's lines,
+    # not in torchrun's summary
+    log = (ASSETS / "ddp_train-2-ranks-1-gpu.log").read_text()
+    cause = distributed.failure_cause(log)
+    assert cause.startswith("cause (rank 0): torch.distributed.DistBackendError")
+    assert cause.endswith("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60")
+    assert "destroy_process_group" not in cause  # a later warning, not the error
+
+
+def test_failure_cause_without_a_traceback_reports_the_signal():
+    summary = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
+    summary += "  exitcode  : -11 (pid: 1)\n"
+    assert distributed.failure_cause(summary) == (
+        "cause: rank 1 was killed by signal 11 (no Python traceback)"
+    )
+    assert distributed.failure_cause("all fine\n") is None
+
+
+@pytest.mark.parametrize("join_first", [False, True], ids=["before-the-group", "in-the-group"])
+def test_launch_error_carries_the_failing_ranks_message(tmp_path, join_first):
+    (tmp_path / "fails_on_rank_1.py").write_text(
+        "import os\nimport torch.distributed as dist\n"
+        + ("dist.init_process_group('gloo')\n" if join_first else "")
+        + "if int(os.environ['RANK']) == 1:\n"
+        + "    raise RuntimeError('rank one cannot find shard 7')\n"
+        + ("dist.barrier()\n" if join_first else "")
+    )
+    env = {"PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    with pytest.raises(RuntimeError) as failed:
+        distributed.launch("fails_on_rank_1", nproc=2, env=env, echo=False, timeout=120)
+    assert "cause (rank 1): RuntimeError: rank one cannot find shard 7" in str(failed.value)
 
 
 def test_launch_streams_and_reports_failure(capsys):

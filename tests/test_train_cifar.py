@@ -19,5 +19,8 @@ def test_bad_epochs_is_rejected(capsys):
     assert "--epochs 0: train for at least 1 epoch" in capsys.readouterr().err
 
 
-def test_disable_cuda_always_gives_cpu():
-    assert train_cifar.choose_device(True).type == "cpu"
+def test_disable_cuda_wins_over_a_gpu(fake_gpus, capsys):
+    fake_gpus(1)  # a GPU node, as far as the device decision can tell
+    args = ["--disable-cuda", "--max-steps", "1", "--no-progress", "--threads", "1"]
+    assert train_cifar.main(args) == 0
+    assert "device cpu" in capsys.readouterr().out
