@@ -11,10 +11,14 @@ TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))' 2>/
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 KERNEL := $(VENV)/share/jupyter/kernels/course/kernel.json
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
-NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra
+# kernel_watch: a notebook whose kernel dies (segfault, os._exit) fails that cell at once.
+NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra \
+	-p course_utils.grading.kernel_watch
+SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: lab test setup kernel test-unit test-solutions test-notebooks release lint clean-venv
+.PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
+	clean-venv
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -44,11 +48,15 @@ test: setup lint
 	$(PYTEST) tests
 	$(MAKE) test-solutions test-notebooks
 
+# The fast lane: tests that start no process (tests/integration holds the ones that do).
 test-unit: setup
-	$(PYTEST) tests -m "not notebook and not slurm and not browser"
+	$(PYTEST) tests --ignore=tests/integration
+
+test-integration: setup
+	$(PYTEST) tests/integration
 
 test-solutions: setup
-	$(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with tests/sanitize.cfg solutions
+	$(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) solutions
 
 test-notebooks: setup
 	$(PYTEST) --nbval-lax $(NBVAL_OPTS) notebooks
@@ -64,37 +72,42 @@ lint: setup
 clean-venv:
 	rm -rf $(VENV)
 
-# --- GPU verification: `make test-gpu` on a GPU machine ----------------------------------------
-# The GPU machine has Python 3.12 and PyTorch but no internet and no jupyter/nbval, so the test
-# tools travel as wheels. 1) Where there is internet (any x86_64 Linux; add
-# --platform manylinux2014_aarch64 to GPU_WHEEL_OPTS for an ARM node):  make gpu-wheels
-# 2) Copy the repository with wheels/ to the GPU machine and run:  make test-gpu
-# It records the benchmarks and lesson 03/04 references in course_utils/reference/*.json (device,
-# PyTorch version, date: commit them, the lessons show them), runs the `gpu` tests, and runs every
-# solution notebook under nbval-lax (their stored outputs were recorded on a CPU, so GPU cells
-# differ; every cell must still run without error).
+# --- GPU verification: `make test-gpu` on a GPU node ---------------------------------------------
+# A GPU node has its own Python and PyTorch (often `python3` is itself a virtual environment, so a
+# venv on top of it would lose its PyTorch) and often no internet. The test tools travel as wheels
+# and are installed beside it with `pip --target`, found through PYTHONPATH:
+#   1) where there is internet (any x86_64 Linux; add --platform manylinux2014_aarch64 to
+#      GPU_WHEEL_OPTS for an ARM node):   make gpu-wheels
+#   2) copy the checkout with wheels/ to the GPU node and run:   make test-gpu
+# It runs course_utils.grading.gpu_report: the benchmarks and lesson references (written to
+# course_utils/reference/*.json, labelled with device, PyTorch, date and COURSE_COMMIT: commit
+# them; the lessons show them), the `gpu` tests, and every solution notebook under nbval-lax,
+# then one table: step, passed or failed, seconds. Any PyTorch from 2.6 on (the pin is not needed).
 GPU_PYTHON ?= python3
-GPU_VENV ?= .venv-gpu
+GPU_SITE ?= .gpu-site
 WHEELS ?= wheels
 GPU_WHEEL_OPTS ?= --python-version 3.12 --only-binary=:all:
 GPU_TOOLS := nbval==0.11.0 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 ipywidgets==8.1.9 \
 	line_profiler==5.1.0 psutil==7.2.2
-GPU_RUN := PYTHONPATH=$(CURDIR) $(GPU_VENV)/bin/python
+# Where the copy has no .git, pass the commit it was made from: make test-gpu COURSE_COMMIT=abc1234
+COURSE_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+GPU_RUN := COURSE_COMMIT=$(COURSE_COMMIT) PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PYTHON)
 
 .PHONY: gpu-wheels test-gpu
 
 gpu-wheels:
 	python3 -m pip download $(GPU_WHEEL_OPTS) -d $(WHEELS) $(GPU_TOOLS)
 
-# On top of the machine's own PyTorch (--system-site-packages); course_utils from this checkout.
-$(GPU_VENV)/.installed:
-	$(GPU_PYTHON) -m venv --system-site-packages $(GPU_VENV)
-	$(GPU_VENV)/bin/python -m pip install --no-index --find-links $(WHEELS) $(GPU_TOOLS)
+# Without wheels/ the node's Python must have the tools already.
+$(GPU_SITE)/.installed:
+	@mkdir -p $(GPU_SITE)
+	@if ls $(WHEELS)/*.whl >/dev/null 2>&1; then \
+		$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target $(GPU_SITE) $(WHEELS)/*.whl; \
+	elif ! $(GPU_PYTHON) -c 'import nbval, nbclient, ipykernel' 2>/dev/null; then \
+		echo "no test tools here: run make gpu-wheels where there is internet, copy wheels/" >&2; \
+		exit 1; \
+	fi
 	@touch $@
 
-test-gpu: $(GPU_VENV)/.installed
-	$(GPU_RUN) -c 'import torch; assert torch.cuda.is_available(), "test-gpu needs a CUDA GPU"'
-	$(GPU_RUN) -m benchmarks --device cuda --out-dir course_utils/reference
-	$(GPU_RUN) -m course_utils.reference_gpu
-	$(GPU_RUN) -m pytest -m gpu -o addopts=-ra tests
-	$(GPU_RUN) -m pytest --nbval-lax $(NBVAL_OPTS) solutions
+test-gpu: $(GPU_SITE)/.installed
+	$(GPU_RUN) -m course_utils.grading.gpu_report

@@ -1,9 +1,17 @@
-"""Repository-wide pytest hooks: report each notebook's total execution time."""
+"""Repository-wide pytest hooks: mark notebook cells, report each notebook's execution time."""
 
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 _notebook_seconds: dict[str, float] = defaultdict(float)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if str(item.path).endswith(".ipynb"):
+            item.add_marker(pytest.mark.notebook)
 
 
 def pytest_runtest_logreport(report):

@@ -1,18 +1,19 @@
-"""What every benchmark shares: --device and --out, the label of a result, the table, the file."""
+"""What every benchmark shares: --device and --out, the device decision, the table, the file.
+
+The label of a result (device, PyTorch, date, commit) and its file come from course_utils.reference,
+the same as the lessons' references; the device from course_utils.device.
+"""
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
 from pathlib import Path
 
 import torch
 
-from course_utils import hpc
+from course_utils import reference
 from course_utils.device import pick_device
+from course_utils.tables import text_table
 
 DEFAULT_DIR = Path("runs") / "benchmarks"
 
@@ -44,61 +45,12 @@ def resolve_device(name: str, p: argparse.ArgumentParser | None = None) -> torch
         p.error(f"--device {name}: {e}")
 
 
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    model = _cpu_model() or platform.processor() or platform.machine()
-    return f"{model} ({hpc.allocated_cpus()} CPUs)"
-
-
-def _cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def label(name: str, device: torch.device) -> dict:
-    """Who measured what: benchmark, device, PyTorch version, date."""
-    return {
-        "benchmark": name,
-        "device": device_name(device),
-        "device_type": device.type,
-        "torch": torch.__version__,
-        "date": datetime.date.today().isoformat(),
-        "torch_threads": torch.get_num_threads(),
-    }
-
-
 def table(rows: list[dict], columns: list[str]) -> str:
-    """A plain text table of `rows` (dicts), floats with thousands separators."""
-
-    def cell(v):
-        if isinstance(v, float):
-            return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
-        return "-" if v is None else str(v)
-
-    cells = [[cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    numeric = [
-        all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in rows) for c in columns
-    ]
-    for row in cells:
-        lines.append(
-            "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric))
-        )
-    return "\n".join(lines)
+    """`rows` (dicts) as a text table of `columns`."""
+    return text_table(columns, [[r.get(c) for c in columns] for r in rows])
 
 
 def save(result: dict, out: Path | None, name: str, device: torch.device) -> Path:
-    out = out or DEFAULT_DIR / f"{name}-{device.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)  # a reader never sees half a file
+    out = reference.save(result, out or DEFAULT_DIR / f"{name}-{device.type}.json")
     print(f"wrote {out}")
     return out

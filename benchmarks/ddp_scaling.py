@@ -13,14 +13,14 @@ import sys
 import torch
 
 from benchmarks import common
-from course_utils import distributed
+from course_utils import distributed, reference
 
 NAME = "ddp_scaling"
 THROUGHPUT = re.compile(r"throughput: ([\d,.]+) images/s with (\d+) processes")
 
 
 def parse_throughput(output: str) -> float:
-    """Images/s of the whole job from course_utils.ddp_train's output (its last epoch)."""
+    """Images/s of the whole job from course_utils.jobs.ddp_train's output (its last epoch)."""
     found = THROUGHPUT.findall(output)
     if not found:
         tail = "\n".join(output.splitlines()[-5:])
@@ -52,7 +52,7 @@ def train_rate(
     # One process needs no launcher (ddp_train then joins a process group of 1); the throughput
     # is measured inside the training, so the launcher's start-up is not in the figure.
     result = distributed.launch(
-        "course_utils.ddp_train",
+        "course_utils.jobs.ddp_train",
         *args,
         nproc=nproc,
         echo=False,
@@ -75,7 +75,7 @@ def run(
         device = torch.device("cpu")  # 2 processes on 1 GPU would measure sharing, not scaling
     rates = {n: train_rate(n, device, images, batch_size, threads, epochs, timeout) for n in (1, 2)}
     return {
-        **common.label(NAME, device),
+        **reference.label(NAME, device),
         "settings": {"images_per_process": images, "batch_size_per_process": batch_size,
                      "threads_per_process": threads, "epochs": epochs, "measured": "last epoch"},
         "rows": [{"processes": n, "images/s": r, "per process": r / n} for n, r in rates.items()],

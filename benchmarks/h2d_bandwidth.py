@@ -13,6 +13,7 @@ import sys
 import torch
 
 from benchmarks import common
+from course_utils import reference
 from course_utils.timing import time_fn
 
 NAME = "h2d_bandwidth"
@@ -78,7 +79,7 @@ def run(device: torch.device, sizes_mb=(1, 16, 256), peak_gbs: float | None = No
     for row in rows:
         row["pinned % of peak"] = 100 * row["pinned GB/s"] / peak_gbs if peak_gbs else None
     return {
-        **common.label(NAME, device),
+        **reference.label(NAME, device),
         "link": f"PCIe gen{link[0]} x{link[1]}" if link else "unknown (pass --peak-gbs)",
         "nominal_peak_gbs": peak_gbs,
         "rows": rows,

@@ -7,6 +7,7 @@ import sys
 import torch
 
 from benchmarks import common
+from course_utils import reference
 from course_utils.precision import fp32_precision
 from course_utils.timing import time_fn
 
@@ -50,7 +51,7 @@ def run(
     peak: dict[str, float] | None = None,
 ) -> dict:
     n = n or (8192 if device.type == "cuda" else 1024)
-    label = common.label(NAME, device)
+    label = reference.label(NAME, device)
     peak = peak or peak_for(label["device"])
     rows = []
     for mode in MODES:  # side by side in one run: the ratios compare like with like

@@ -8,7 +8,7 @@ import sys
 import torch
 
 from benchmarks import common
-from course_utils import data, speed
+from course_utils import data, reference, speed
 
 NAME = "train_throughput"
 
@@ -38,14 +38,14 @@ def run(
     tuned, results = speed.tune(dataset, device, steps, pairs=pairs, **kwargs)
     comparison = speed.compare(speed.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
     return {
-        **common.label(NAME, device),
+        **reference.label(NAME, device),
         "settings": {"images_per_measurement": images, "repeats": repeats, "compile": compile,
                      "warmup_steps": warmup, "pairs": pairs, "batch_sizes": list(batch_sizes),
                      "dataset": f"synthetic CIFAR-10, {dataset_size}",
                      "steady_allocator": steady},
         "steps": [
             {"step": r.step, "images_per_second": r.images_per_second, "kept": r.kept,
-             "note": r.note}
+             "note": r.note, "best_per_second": r.best_per_second}
             for r in results
         ],
         "naive_recipe": vars(speed.NAIVE),
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
         pairs=args.pairs,
     )
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")
-    print(common.table(result["steps"], ["step", "images_per_second", "note"]))
+    print(speed.results_table([speed.StepResult(**step) for step in result["steps"]]))
     print(
         f"side by side ({args.repeats} alternations, medians): naive "
         f"{result['naive_images_per_second']:,.0f} images/s, tuned "

@@ -1,3 +1,12 @@
-"""course_utils: the tested helpers of the course "PyTorch on HPC clusters"."""
+"""course_utils: the tested helpers of the course "PyTorch on HPC clusters".
+
+    course_utils/*.py   lesson helpers that notebooks import (device, data, train, checkpoint, ...)
+    course_utils/jobs/  programs a launcher starts: python -m course_utils.jobs.NAME
+    course_utils/grading/  the course's own tooling: checkers, grading, release, authoring
+README.md's "Map of the course" lists, per lesson, its helpers, programs, Slurm scripts and tests.
+"""
 
 __version__ = "0.1.0"
+# The PyTorch release the course is tested with (requirements.txt pins it; a test keeps them
+# equal). Others from 2.6 on are supported; `course doctor` says when this one is not in use.
+TESTED_TORCH = "2.14.1"

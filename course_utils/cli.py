@@ -7,16 +7,6 @@ import sys
 from pathlib import Path
 
 
-def _repo_dir(name: str) -> Path:
-    """solutions/ or notebooks/ of the current folder, else of the repository of the package."""
-    here = Path.cwd() / name
-    if here.is_dir():
-        return here
-    from course_utils.release import REPO_ROOT
-
-    return REPO_ROOT / name
-
-
 def cmd_doctor(args) -> int:
     from course_utils import doctor
 
@@ -43,21 +33,22 @@ def cmd_data(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from course_utils.release import release
+    from course_utils.grading.release import release
+    from course_utils.paths import repo_dir
 
-    solutions = Path(args.solutions) if args.solutions else _repo_dir("solutions")
-    notebooks = Path(args.notebooks) if args.notebooks else _repo_dir("notebooks")
+    solutions = Path(args.solutions) if args.solutions else repo_dir("solutions")
+    notebooks = Path(args.notebooks) if args.notebooks else repo_dir("notebooks")
     return release(solutions, notebooks, check_only=args.check)
 
 
 def cmd_check(args) -> int:
-    from course_utils.learner import check_lesson
+    from course_utils.grading.learner import check_lesson
 
     return check_lesson(args.lesson, Path(args.notebook) if args.notebook else None)
 
 
 def cmd_grade(args) -> int:
-    from course_utils.grader import grade_main
+    from course_utils.grading.grader import grade_main
 
     return grade_main(args)
 

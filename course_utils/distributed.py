@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import torch
 import torch.distributed as dist
 
 from course_utils.device import gpu_count, local_device
+from course_utils.environment import env_int
+from course_utils.processes import kill_session
 
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 SLURM_VARS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS")
@@ -47,10 +48,6 @@ class DistEnv:
     source: str = "none"  # "torchrun", "slurm" or "none"
     local_world_size: int = 1  # processes of this job on this node
 
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
     @classmethod
     def from_environ(cls, environ=None) -> DistEnv:
         """Read torchrun's variables, else Slurm's (in a task srun started), else rank 0 of 1.
@@ -61,7 +58,7 @@ class DistEnv:
             return _from_torchrun(environ)
         if "SLURM_PROCID" in environ and not _in_batch_script(environ):
             return _from_slurm(environ)
-        port = _int(environ, "MASTER_PORT", DEFAULT_PORT)
+        port = env_int("MASTER_PORT", environ, DEFAULT_PORT)
         return cls(master_addr=environ.get("MASTER_ADDR", "127.0.0.1"), master_port=port)
 
 
@@ -69,18 +66,6 @@ def _in_batch_script(environ) -> bool:
     """The batch script itself (a job, no step): Slurm sets SLURM_PROCID=0 and SLURM_NTASKS=N
     there too, but the script is not one of the N tasks; srun starts those (with SLURM_STEP_ID)."""
     return "SLURM_JOB_ID" in environ and "SLURM_STEP_ID" not in environ
-
-
-def _int(environ, name: str, default: int | None = None) -> int:
-    raw = environ.get(name)
-    if raw in (None, ""):
-        if default is None:
-            raise ValueError(f"{name} is not set; the launcher should set it")
-        return default
-    try:
-        return int(raw)
-    except ValueError as e:
-        raise ValueError(f"{name}={raw!r} is not an integer; fix or unset it") from e
 
 
 def _validate(rank: int, local_rank: int, world_size: int, names: tuple[str, str, str]) -> None:
@@ -106,13 +91,13 @@ def _from_torchrun(environ) -> DistEnv:
             f"{', '.join(missing)} not set while {', '.join(set(TORCHRUN_VARS) - set(missing))} "
             "is: torchrun sets RANK, LOCAL_RANK and WORLD_SIZE together; unset the stray one"
         )
-    rank, local, size = (_int(environ, name) for name in TORCHRUN_VARS)
+    rank, local, size = (env_int(name, environ) for name in TORCHRUN_VARS)
     _validate(rank, local, size, TORCHRUN_VARS)
-    local_size = _int(environ, "LOCAL_WORLD_SIZE", local + 1)
+    local_size = env_int("LOCAL_WORLD_SIZE", environ, local + 1)
     _validate_local(local, local_size, "LOCAL_RANK", "LOCAL_WORLD_SIZE")
     return DistEnv(
         rank, local, size,
-        environ.get("MASTER_ADDR", "127.0.0.1"), _int(environ, "MASTER_PORT", DEFAULT_PORT),
+        environ.get("MASTER_ADDR", "127.0.0.1"), env_int("MASTER_PORT", environ, DEFAULT_PORT),
         "torchrun", local_size,
     )  # fmt: skip
 
@@ -144,23 +129,23 @@ def tasks_on_node(spec: str, node_index: int) -> int:
 
 
 def _from_slurm(environ) -> DistEnv:
-    rank = _int(environ, "SLURM_PROCID")
-    local = _int(environ, "SLURM_LOCALID", 0)
-    size = _int(environ, "SLURM_NTASKS", 1)
+    rank = env_int("SLURM_PROCID", environ)
+    local = env_int("SLURM_LOCALID", environ, 0)
+    size = env_int("SLURM_NTASKS", environ, 1)
     _validate(rank, local, size, SLURM_VARS)
     per_node = environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE")
     if per_node:
-        local_size = tasks_on_node(per_node, _int(environ, "SLURM_NODEID", 0))
+        local_size = tasks_on_node(per_node, env_int("SLURM_NODEID", environ, 0))
     else:
-        local_size = _int(environ, "SLURM_NTASKS_PER_NODE", local + 1)
+        local_size = env_int("SLURM_NTASKS_PER_NODE", environ, local + 1)
     _validate_local(local, local_size, "SLURM_LOCALID", "tasks on this node")
     addr = environ.get("MASTER_ADDR") or _first_host(
         environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or "127.0.0.1"
     )
     if environ.get("MASTER_PORT"):
-        port = _int(environ, "MASTER_PORT")
+        port = env_int("MASTER_PORT", environ)
     elif environ.get("SLURM_JOB_ID"):
-        port = port_for_job(_int(environ, "SLURM_JOB_ID"))
+        port = port_for_job(env_int("SLURM_JOB_ID", environ))
     else:
         port = DEFAULT_PORT
     return DistEnv(rank, local, size, addr, port, "slurm", local_size)
@@ -391,6 +376,23 @@ def init_process_group(
     return env
 
 
+def import_fully_shard():
+    """FSDP2's `fully_shard` and the route taken: public since PyTorch 2.6, the composable API
+    before; (None, why) where this PyTorch has neither."""
+    try:
+        from torch.distributed.fsdp import fully_shard
+
+        return fully_shard, "torch.distributed.fsdp.fully_shard"
+    except ImportError:
+        pass
+    try:
+        from torch.distributed._composable.fsdp import fully_shard
+
+        return fully_shard, "torch.distributed._composable.fsdp.fully_shard"
+    except ImportError:
+        return None, f"PyTorch {torch.__version__} has no fully_shard (FSDP2)"
+
+
 def print_line(*args, sep: str = " ") -> None:
     """Print one whole line with a single write, flushed.
 
@@ -460,14 +462,6 @@ def cleanup(timeout: float | None = 60.0) -> None:
     finished.set()
 
 
-def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL every process of the session `proc` leads (it was started with a new session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 @dataclass(frozen=True)
 class LaunchResult:
     returncode: int
@@ -519,7 +513,7 @@ def launch(
         def kill():  # a hung run must not block the notebook forever
             nonlocal timed_out
             timed_out = True
-            _kill_session(proc)
+            kill_session(proc)
 
         watchdog = threading.Timer(timeout, kill)
         watchdog.start()
@@ -530,11 +524,11 @@ def launch(
                     print(line, end="", flush=True)
             proc.wait()
         except BaseException:  # Ctrl-C in the notebook: do not leave workers behind
-            _kill_session(proc)
+            kill_session(proc)
             raise
         finally:
             watchdog.cancel()
-            _kill_session(proc)  # workers a failed launcher left behind
+            kill_session(proc)  # workers a failed launcher left behind
     if timed_out:
         lines.append(f"launch: killed after the timeout of {timeout:g} s\n")
     result = LaunchResult(proc.returncode, "".join(lines))

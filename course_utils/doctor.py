@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from course_utils import hpc
+from course_utils.tables import text_table
 
 OK, INFO, WARN, ERROR = "ok", "info", "warn", "error"
 KERNEL_NAME = "course"
@@ -349,10 +350,10 @@ def format_table(rows: list[Finding]) -> str:
     width = max(len(r.topic) for r in rows)
     lines = []
     for r in rows:
-        lines.append(f"{r.topic:<{width}}  [{r.status:^5}]  {r.value}")
-        if r.advice:
+        lines.append([r.topic, f"[{r.status:^5}]", r.value])
+        if r.advice:  # a note under its row, indented past the topic and status
             lines.append(f"{'':<{width}}           -> {r.advice}")
-    return "\n".join(lines)
+    return text_table(["topic", "status", "value"], lines, right=())
 
 
 def main(as_json: bool = False) -> int:

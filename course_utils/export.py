@@ -30,13 +30,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import course_utils
 from course_utils.hpc import allocated_cpus
+from course_utils.paths import REPO_ROOT
+from course_utils.processes import exit_description
 
 # Inductor's C++ toolchain probe logs "No CUDA runtime is found" on CPU machines with a CUDA
 # wheel; it says nothing about the CPU package being built.
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
-REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = ("cuda_check", "aoti_run", "ts_run")
 SAMPLE_SHAPE = (3, 32, 32)  # one CIFAR-10 image
 SHAPE_KEY = "course.input_shape"  # metadata key the C++ loaders check inputs against
@@ -52,7 +54,7 @@ class CppProgramError(RuntimeError):
 
 def cpp_source_dir() -> Path:
     """The C++ sources: env COURSE_CPP_DIR, else cpp/ in the course repository."""
-    folder = Path(os.environ.get("COURSE_CPP_DIR") or REPO / "cpp")
+    folder = Path(os.environ.get("COURSE_CPP_DIR") or REPO_ROOT / "cpp")
     if not (folder / "CMakeLists.txt").is_file():
         raise ValueError(
             f"no CMakeLists.txt in {folder}: run from a checkout of the course repository "
@@ -63,7 +65,7 @@ def cpp_source_dir() -> Path:
 
 def build_root() -> Path:
     """The project build folder (gitignored): env COURSE_BUILD_DIR, else build/ in the repo."""
-    return Path(os.environ.get("COURSE_BUILD_DIR") or REPO / "build")
+    return Path(os.environ.get("COURSE_BUILD_DIR") or REPO_ROOT / "build")
 
 
 @contextlib.contextmanager
@@ -214,12 +216,54 @@ def _device_of(exported) -> str:
     return "cuda" if "cuda" in devices else "cpu"
 
 
+class PackageLoadError(RuntimeError):
+    """This PyTorch cannot load the package in Python; the message says why and what to do."""
+
+
+# Loads a package in a child process, so a loader that crashes takes the child down, not the
+# learner's kernel (PyTorch 2.11.0+cu130 segfaulted here on a CPU package, on an H100 node).
+_PROBE = "import sys\nfrom torch._inductor import aoti_load_package\naoti_load_package(sys.argv[1])"
+_PROBED: dict[tuple[str, float], None] = {}
+
+
+def _probe_load(path: Path) -> None:
+    """Load `path` in a child process first; raise PackageLoadError when the child fails."""
+    key = (str(path.resolve()), path.stat().st_mtime)
+    if key in _PROBED:
+        return
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, timeout=600
+    )
+    if done.returncode == 0:
+        _PROBED[key] = None
+        return
+    if done.returncode < 0:
+        how = f"crashed ({exit_description(done.returncode)})"
+    else:
+        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        how = f"failed ({tail})"
+    raise PackageLoadError(
+        f"PyTorch {torch.__version__} {how} loading the AOTInductor package {path} in a test "
+        f"process; this kernel was spared. The course is tested with PyTorch "
+        f"{course_utils.TESTED_TORCH}, where the package loads. Run it with the C++ loader "
+        "(build_programs and run_model, below) or install the tested PyTorch."
+    )
+
+
 def load_package(path: str | os.PathLike):
-    """The compiled .pt2 as a Python callable (the same code the C++ loader runs)."""
+    """The compiled .pt2 as a Python callable (the same code the C++ loader runs).
+
+    On a PyTorch other than the tested one the package is first loaded in a child process: a
+    loader that crashes raises PackageLoadError, naming both versions, instead of killing the
+    notebook's kernel.
+    """
     from torch._inductor import aoti_load_package
 
-    if not Path(path).is_file():
+    path = Path(path)
+    if not path.is_file():
         raise ValueError(f"no AOTInductor package at {path}; create it with aoti_package()")
+    if torch.__version__.split("+")[0] != course_utils.TESTED_TORCH:
+        _probe_load(path)
     return aoti_load_package(str(path))
 
 
@@ -427,59 +471,3 @@ def cuda_check(program: str | os.PathLike, seed: int = 0) -> dict:
         "device": fields["device"],
         "tensor": torch.tensor(values).reshape(2, 3),
     }
-
-
-# ---------------------------------------------------------------------------- the batch job
-
-
-def demo(
-    workdir: str | os.PathLike = "runs/07_cpp", weights: str | None = None, batch: int = 64
-) -> int:
-    """Export Net, package it for this node's device, build and run the C++ program, compare.
-
-    What slurm/cpp_job.sh runs on a compute node: the package must be compiled on the kind of
-    node it will run on (AOTInductor generates code for that CPU or GPU).
-    """
-    from course_utils.device import pick_device
-    from course_utils.models import Net
-    from course_utils.timing import time_fn
-
-    device = pick_device()
-    torch.manual_seed(0)
-    model = Net()
-    if weights:
-        model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-    model = model.to(device).eval()
-    x = torch.randn(batch, *SAMPLE_SHAPE, device=device)
-    workdir = Path(workdir)
-    package = aoti_package(export_model(model, x[:2]), workdir / "net.pt2")
-    print(
-        f"device {device}; package {package.path} "
-        f"({'reused' if package.reused else f'compiled in {package.seconds:.1f} s'})"
-    )
-    build = build_programs(["aoti_run"])
-    print(build)
-    result = run_model(build.program("aoti_run"), package.path, x, workdir, repeat=50)
-    with torch.no_grad():
-        want = model(x).cpu()
-        eager = time_fn(model, x)
-    diff = (result.output - want).abs().max().item()
-    print(f"max |C++ - Python| = {diff:.2e}")
-    print(
-        f"latency, batch {batch}: Python eager {eager.median * 1e3:.3f} ms, "
-        f"C++ AOTInductor {result.median_ms:.3f} ms"
-    )
-    return 0 if diff <= 1e-4 else 1
-
-
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(description=demo.__doc__.splitlines()[0])
-    parser.add_argument("--workdir", default="runs/07_cpp")
-    parser.add_argument(
-        "--weights", help="a state_dict saved by lesson 07, e.g. notebooks/runs/07/net_weights.pt"
-    )
-    parser.add_argument("--batch", type=int, default=64)
-    a = parser.parse_args()
-    sys.exit(demo(a.workdir, a.weights, a.batch))

@@ -1,4 +1,7 @@
-"""Writing files so that a crash never leaves half of one: checkpoints, gradebooks, feedback."""
+"""Writing files so that a crash never leaves half of one: every writer of the course uses it.
+
+Checkpoints, benchmark and reference results, the gradebook and feedback, released notebooks.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +34,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         raise
     _fsync_dir(path.parent)  # make the rename itself durable
     return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically: see `atomic_write`."""
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -6,19 +6,7 @@ import os
 
 import torch
 
-
-def _env_int(name: str, environ=None) -> int | None:
-    environ = os.environ if environ is None else environ
-    raw = environ.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        value = int(raw)
-    except ValueError as e:
-        raise ValueError(f"{name}={raw!r} is not an integer; fix or unset it") from e
-    if value < 1:
-        raise ValueError(f"{name}={value} must be at least 1; fix or unset it")
-    return value
+from course_utils.environment import env_int
 
 
 def affinity_cpus() -> int:
@@ -30,7 +18,7 @@ def affinity_cpus() -> int:
 
 def allocated_cpus(environ=None) -> int:
     """CPUs allocated to this task: SLURM_CPUS_PER_TASK, else the process's CPU affinity."""
-    return _env_int("SLURM_CPUS_PER_TASK", environ) or affinity_cpus()
+    return env_int("SLURM_CPUS_PER_TASK", environ, None, minimum=1) or affinity_cpus()
 
 
 def configure_threads(n: int | None = None) -> int:

@@ -53,6 +53,16 @@ class WideNet(nn.Module):
         return self.head(torch.flatten(self.features(x), 1))
 
 
+class TinyNet(nn.Sequential):
+    """A small MLP with dropout, so the RNG state matters for an exact resume."""
+
+    def __init__(self, hidden: int = 32, num_classes: int = 10):
+        super().__init__(
+            nn.Flatten(), nn.Linear(3 * 32 * 32, hidden), nn.ReLU(), nn.Dropout(0.2),
+            nn.Linear(hidden, num_classes),
+        )  # fmt: skip
+
+
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable parameters."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -23,20 +23,12 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.multiprocessing as mp
 
-from course_utils.resumable_train import TinyNet
-
-
-def _fully_shard():
-    """FSDP2's fully_shard where this PyTorch has it (public from 2.6), else None."""
-    try:
-        from torch.distributed.fsdp import fully_shard
-    except ImportError:
-        return None
-    return fully_shard
+from course_utils.distributed import import_fully_shard
+from course_utils.models import TinyNet
 
 
 def _shard(model: torch.nn.Module, world_size: int) -> tuple[torch.nn.Module, str]:
-    fully_shard = _fully_shard()
+    fully_shard, _ = import_fully_shard()
     if fully_shard is not None:
         from torch.distributed.device_mesh import init_device_mesh
 

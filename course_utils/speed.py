@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from course_utils import data, hpc, models, precision, train
+from course_utils.tables import text_table
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LOADERS = ("dataloader", "memory")
@@ -286,9 +285,10 @@ def measure(
 @dataclass(frozen=True)
 class StepResult:
     step: str
-    images_per_second: float | None  # None: skipped on this device
+    images_per_second: float | None  # the candidate's rate; None: skipped on this device
     kept: bool
     note: str  # why it was kept, dropped or skipped
+    best_per_second: float | None = None  # the best recipe's rate, measured beside the candidate
 
     @property
     def skipped(self) -> bool:
@@ -309,7 +309,8 @@ def tune(
     the best so far. Returns the tuned Recipe and one StepResult per step, starting with the
     baseline. `pairs` > 0: measure the best recipe and the candidate alternately, `pairs` times
     each, and compare the medians, so a change in the machine's load between steps is not taken
-    for the step's effect (costs 2 x `pairs` measurements per step instead of 1).
+    for the step's effect (costs 2 x `pairs` measurements per step instead of 1). Each result
+    carries both rates its verdict compares, so a table of them agrees with its verdicts.
     `measure_fn(recipe) -> images/s` replaces `measure` (tests pass a fake)."""
     device = torch.device(device)
     steps = tuning_steps() if steps is None else steps
@@ -332,9 +333,8 @@ def tune(
         else:
             rate = measure_fn(candidate)
         kept = rate > best_rate * (1 + threshold)
-        change = rate / best_rate - 1
-        note = f"{change:+.0%} vs best so far: " + ("kept" if kept else "dropped")
-        results.append(StepResult(step.name, rate, kept, note))
+        note = f"{rate / best_rate - 1:+.0%} vs best: " + ("kept" if kept else "dropped")
+        results.append(StepResult(step.name, rate, kept, note, best_rate))
         if kept:
             best, best_rate = candidate, rate
     return best, results
@@ -381,12 +381,14 @@ def compare(
 
 
 def results_table(results: list[StepResult]) -> str:
-    """The steps as a text table: images/s and the verdict of each."""
-    lines = [f"{'step':<32} {'images/s':>10}  verdict"]
-    for r in results:
-        rate = "-" if r.skipped else f"{r.images_per_second:,.0f}"
-        lines.append(f"{r.step:<32} {rate:>10}  {r.note}")
-    return "\n".join(lines)
+    """The steps as a text table: each candidate's images/s, the best recipe's images/s measured
+    beside it (the two numbers its verdict compares), and the verdict."""
+
+    def rate(value):
+        return "-" if value is None else f"{value:,.0f}"
+
+    rows = [[r.step, rate(r.images_per_second), rate(r.best_per_second), r.note] for r in results]
+    return text_table(["step", "images/s", "best, side by side", "verdict"], rows, right=[1, 2])
 
 
 def time_loader(loader, batches: int) -> float:
@@ -421,38 +423,6 @@ def documentation_loop(model, loader, optimizer, device="cpu", steps: int | None
         if steps is not None and step + 1 >= steps:
             break
     return images
-
-
-REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
-NO_REFERENCE = (
-    "no GPU reference recorded yet: run `make test-gpu` (or `python -m benchmarks --device cuda "
-    "--out-dir course_utils/reference`) on a GPU machine and commit course_utils/reference/"
-    "bench_{name}.json"
-)
-
-
-def load_reference(name: str, directory: Path | None = None) -> dict | None:
-    """The stored result of benchmark `name` (bench_<name>.json, written by `make test-gpu`),
-    or None if none was recorded."""
-    path = (directory or REFERENCE_DIR) / f"bench_{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def show_reference(name: str, directory: Path | None = None) -> dict | None:
-    """Print the label of the stored result of benchmark `name` and return it, or say that
-    none was recorded (and return None). Nothing is invented.
-
-    The label names the device: on a machine with one GPU, the DDP benchmark runs on its CPUs.
-    """
-    ref = load_reference(name, directory)
-    if ref is None:
-        print(NO_REFERENCE.format(name=name))
-        return None
-    print(
-        f"reference result (not measured here): {ref['device']}, PyTorch {ref['torch']}, "
-        f"{ref['date']}"
-    )
-    return ref
 
 
 def profile_lines(fn, *args, **kwargs):

@@ -34,7 +34,7 @@ forward() {
 trap 'forward USR1' USR1
 trap 'forward TERM' TERM
 
-srun --kill-on-bad-exit=1 python -m course_utils.resumable_train --ckpt-dir "$CKPT_DIR" \
+srun --kill-on-bad-exit=1 python -m course_utils.jobs.resumable_train --ckpt-dir "$CKPT_DIR" \
     --threads "$SLURM_CPUS_PER_TASK" "$@" &
 pid=$!
 status=0

@@ -17,4 +17,4 @@ source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
 course_activate
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 
-srun python -m course_utils.export --workdir "runs/07_cpp-${SLURM_JOB_ID}" "$@"
+srun python -m course_utils.jobs.cpp_demo --workdir "runs/07_cpp-${SLURM_JOB_ID}" "$@"

@@ -17,4 +17,4 @@ export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 # memory in afresh (lesson 08, course_utils.speed.MALLOC_TUNABLES).
 export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"
 
-srun python -m course_utils.train_cifar --disable-cuda --threads "$SLURM_CPUS_PER_TASK" --no-progress "$@"
+srun python -m course_utils.jobs.train_cifar --disable-cuda --threads "$SLURM_CPUS_PER_TASK" --no-progress "$@"

@@ -15,4 +15,4 @@ set -euo pipefail
 source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
 course_job_venv
 
-srun python -m course_utils.train_cifar --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress "${course_device_args[@]}" "$@"
+srun python -m course_utils.jobs.train_cifar --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress "${course_device_args[@]}" "$@"

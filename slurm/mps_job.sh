@@ -22,4 +22,4 @@ if ! course_cpu; then  # an MPS control daemon private to this job, stopped when
     trap 'echo quit | nvidia-cuda-mps-control' EXIT
 fi
 
-srun python -m course_utils.train_cifar --threads 1 --no-progress "${course_device_args[@]}" "$@"
+srun python -m course_utils.jobs.train_cifar --threads 1 --no-progress "${course_device_args[@]}" "$@"

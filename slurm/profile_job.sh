@@ -20,4 +20,4 @@ course_activate
 command -v nsys >/dev/null || { echo "nsys not found: load your site's Nsight Systems module" >&2; exit 1; }
 mkdir -p runs
 
-srun nsys profile --trace=cuda,nvtx,osrt --sample=none --force-overwrite=true --output="runs/profile-${SLURM_JOB_ID}" python -m course_utils.train_cifar --max-steps 50 --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress "${course_device_args[@]}" "$@"
+srun nsys profile --trace=cuda,nvtx,osrt --sample=none --force-overwrite=true --output="runs/profile-${SLURM_JOB_ID}" python -m course_utils.jobs.train_cifar --max-steps 50 --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress "${course_device_args[@]}" "$@"

@@ -13,4 +13,4 @@ set -euo pipefail
 source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
 course_activate
 
-srun python -m course_utils.reference_gpu "$@"
+srun python -m course_utils.jobs.reference_gpu "$@"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import needs  # tests/ is on sys.path under pytest (no __init__.py: rootdir-relative imports)
 import pytest
 import torch
 
@@ -25,7 +28,23 @@ def fake_gpus(monkeypatch):
     return install
 
 
+def pytest_collection_modifyitems(items):
+    """Tests under tests/integration start processes (launchers, builds, servers, jobs): they
+    carry the `integration` marker, so `make test-unit` can leave them out."""
+    for item in items:
+        if "integration" in Path(str(item.path)).parts:
+            item.add_marker(pytest.mark.integration)
+
+
 def pytest_runtest_setup(item):
-    """Tests marked `gpu` run only where a CUDA GPU is found; elsewhere they skip with why."""
-    if item.get_closest_marker("gpu") and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU (marked gpu; `make test-gpu` runs these on a GPU node)")
+    """The one place that skips a test for missing hardware or system parts (and, in CI, fails
+    it where CI installs them): markers gpu, slurm, browser, cpp and shellcheck."""
+    for marker in needs.CHECKS:
+        if item.get_closest_marker(marker) is None:
+            continue
+        reason = needs.problem(marker)
+        if reason is None:
+            continue
+        if marker in needs.CI_MUST_RUN and needs.in_ci():
+            pytest.fail(f"CI must run this test: {reason}")
+        pytest.skip(reason)

@@ -87,10 +87,9 @@ def test_matmul_peak_table():
     assert matmul.peak_for("AMD EPYC (2 CPUs)") is None
 
 
-def test_h2d_needs_a_gpu(tmp_path, capsys):
+def test_h2d_needs_a_gpu(fake_gpus, tmp_path, capsys):
+    fake_gpus(0)
     out = tmp_path / "h.json"
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: test_h2d_on_gpu covers it")
     assert h2d_bandwidth.main(["--device", "cpu", "--out", str(out)]) == 2
     assert "skipped: needs a CUDA GPU" in capsys.readouterr().err
     assert not out.exists()
@@ -108,17 +107,6 @@ def test_ddp_parse_throughput():
     assert ddp_scaling.parse_throughput(text) == 1234.5
     with pytest.raises(ValueError, match="no 'throughput: ... images/s' line"):
         ddp_scaling.parse_throughput("rank 0 crashed\n")
-
-
-def test_ddp_scaling_one_vs_two_processes(tmp_path):
-    out = tmp_path / "d.json"
-    args = ["--device", "cpu", "--images", "128", "--epochs", "1", "--out", str(out)]
-    assert ddp_scaling.main(args) == 0
-    r = _read(out)
-    one, two = (row["images/s"] for row in r["rows"])
-    assert [row["processes"] for row in r["rows"]] == [1, 2] and one > 0 and two > 0
-    assert r["speedup"] == pytest.approx(two / one)
-    assert r["scaling_efficiency"] == pytest.approx(two / (2 * one))
 
 
 def test_run_all_writes_references_and_reports_skips(tmp_path, monkeypatch):
@@ -140,9 +128,8 @@ def test_run_all_writes_references_and_reports_skips(tmp_path, monkeypatch):
     assert calls[0] == ("matmul", ["--device", "cpu", "--out", str(tmp_path / "bench_matmul.json")])
 
 
-def test_unavailable_device_is_a_usage_error():
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present")
+def test_unavailable_device_is_a_usage_error(fake_gpus):
+    fake_gpus(0)
     with pytest.raises(SystemExit) as e:
         matmul.main(["--device", "cuda"])
     assert e.value.code == 2
@@ -155,7 +142,6 @@ def test_table_aligns_numbers_right():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_h2d_on_gpu(tmp_path):
     out = tmp_path / "h.json"
     assert h2d_bandwidth.main(["--sizes-mb", "1", "8", "--out", str(out)]) == 0

@@ -5,7 +5,10 @@ from pathlib import Path
 
 import tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+import course_utils
+from course_utils.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 PIN = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_.\-]+)==([^\s#]+)")
 
 
@@ -28,7 +31,7 @@ def test_requirements_pin_everything_exactly():
     packages = [line for line in lines if line and not line.startswith("#")]
     assert all("==" in p for p in packages), [p for p in packages if "==" not in p]
     pins = _pins(ROOT / "requirements.txt")
-    assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+    assert pins["torch"] == course_utils.TESTED_TORCH and pins["torchvision"] == "0.29.1"
     for needed in (
         "jupyterlab",
         "ipykernel",

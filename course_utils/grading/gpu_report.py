@@ -1,0 +1,117 @@
+"""`make test-gpu`: run everything that needs a GPU, one step at a time, and print one table.
+
+    python -m course_utils.grading.gpu_report [--steps benchmarks,references,gpu-tests,lessons]
+
+Steps, each in its own process with a time limit, so one failure (or a dead kernel) does not
+stop the others: the benchmarks and the lesson references (written to course_utils/reference/,
+labelled with device, PyTorch, date and commit: commit them), the tests marked `gpu`, and every
+solution notebook under nbval-lax (their stored outputs come from a CPU, so GPU cells differ; each
+cell must still run). The table at the end: step, passed or failed, seconds. Exit code 1 when a
+step failed, 2 when there is no CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from course_utils.paths import REFERENCE_DIR, REPO_ROOT
+from course_utils.processes import exit_description, kill_session
+from course_utils.tables import text_table
+
+STEPS = ("benchmarks", "references", "gpu-tests", "lessons")
+LESSON_TIMEOUT = 900  # seconds for one notebook, kernel start included
+NBVAL = [
+    "-m", "pytest", "-p", "course_utils.grading.kernel_watch", "-p", "no:cacheprovider",
+    "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-o", "addopts=-ra", "-q",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    argv: list[str]  # after the Python interpreter
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    passed: bool
+    seconds: float
+    detail: str = ""
+
+
+def plan(steps=STEPS, root: Path = REPO_ROOT) -> list[Step]:
+    """The commands of the chosen steps, in order."""
+    out = []
+    if "benchmarks" in steps:
+        argv = ["-m", "benchmarks", "--device", "cuda", "--out-dir", str(REFERENCE_DIR)]
+        out.append(Step("benchmarks", argv, 1800))
+    if "references" in steps:
+        out.append(Step("lesson references", ["-m", "course_utils.jobs.reference_gpu"], 900))
+    if "gpu-tests" in steps:
+        tests = ["-m", "pytest", "-m", "gpu", "-o", "addopts=-ra", "-q", str(root / "tests")]
+        out.append(Step("tests marked gpu", tests, 1800))
+    if "lessons" in steps:
+        for notebook in sorted((root / "solutions").glob("[0-9][0-9]_*.ipynb")):
+            out.append(Step(f"lesson {notebook.stem}", [*NBVAL, str(notebook)], LESSON_TIMEOUT))
+    return out
+
+
+def run_step(step: Step, python: str = sys.executable, cwd: Path = REPO_ROOT) -> Outcome:
+    """Run one step, its output streamed; past its time limit the step's whole process tree
+    (a notebook's kernel too) is killed and the step failed."""
+    print(f"== {step.name}: {python} {' '.join(step.argv)}", flush=True)
+    start = time.monotonic()
+    with subprocess.Popen([python, *step.argv], cwd=cwd, start_new_session=True) as proc:
+        try:
+            code = proc.wait(timeout=step.timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            kill_session(proc)  # what the step left behind
+    seconds = time.monotonic() - start
+    if code is None:
+        return Outcome(step.name, False, seconds, f"killed after {step.timeout:g} s")
+    return Outcome(step.name, code == 0, seconds, "" if code == 0 else exit_description(code))
+
+
+def report(outcomes: list[Outcome]) -> str:
+    """The summary table: one row per step, then the count of failures."""
+    rows = [
+        [o.name, "passed" if o.passed else "FAILED", f"{o.seconds:.0f}", o.detail] for o in outcomes
+    ]
+    failed = sum(not o.passed for o in outcomes)
+    table = text_table(["step", "result", "seconds", "detail"], rows, right=[2])
+    return f"{table}\n{len(outcomes)} steps, {failed} failed"
+
+
+def main(argv=None, runner=run_step, cuda_available=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m course_utils.grading.gpu_report")
+    p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated from {STEPS}")
+    args = p.parse_args(argv)
+    chosen = [s.strip() for s in args.steps.split(",") if s.strip()]
+    unknown = sorted(set(chosen) - set(STEPS))
+    if unknown:
+        p.error(f"--steps: {unknown} not among {list(STEPS)}")
+    if cuda_available is None:
+        import torch
+
+        cuda_available = torch.cuda.is_available()
+    if not cuda_available:
+        print(
+            "make test-gpu needs a CUDA GPU and found none; run it on a GPU node", file=sys.stderr
+        )
+        return 2
+    outcomes = [runner(step) for step in plan(chosen)]
+    print(report(outcomes))
+    return 0 if all(o.passed for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""A pytest plugin used by `course grade`: records what nbval saw in each cell, one JSON line each.
+
+Loaded with `pytest -p course_utils.grading.nbval_record --course-record FILE --nbval ...` in
+the grading subprocess, beside `course_utils.grading.kernel_watch` (a dead kernel fails its cell
+at once). Lines are appended as cells finish, so the grader keeps the results of the cells that
+ran even when it has to kill the run at the notebook's time limit. Texts are truncated: a
+submission that prints 100 MB must not make the record (or the grader's memory) 100 MB.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from course_utils.grading.gradebook import clip
+
+
+def pytest_addoption(parser):
+    parser.addoption("--course-record", help="course grade: append per-cell results to this file")
+
+
+def pytest_configure(config):
+    if config.getoption("course_record"):
+        _clip_diffs()
+
+
+def _clip_diffs() -> None:
+    """Cut both sides of an output mismatch before nbval diffs them: a diff of 100 MB never ends."""
+    from nbval.plugin import IPyNbCell
+
+    if getattr(IPyNbCell.format_output_compare, "_course_patched", False):
+        return
+    fmt = IPyNbCell.format_output_compare
+
+    def format_output_compare(self, key, left, right):
+        def cut(x):
+            return clip(x, 2000) if isinstance(x, str) else x
+
+        return fmt(self, key, cut(left), cut(right))
+
+    format_output_compare._course_patched = True
+    IPyNbCell.format_output_compare = format_output_compare
+
+
+def _stream(outputs, name: str) -> str:
+    return "".join(
+        o.get("text", "")
+        for o in outputs
+        if o.get("output_type") == "stream" and o.get("name") == name
+    )
+
+
+def cell_record(item, call) -> dict:
+    outputs = item.test_outputs or []
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    exc = call.excinfo.value if call.excinfo else None
+    kernel = item.parent.kernel
+    died = getattr(kernel, "course_died", False) and not getattr(kernel, "course_reported", False)
+    if died:
+        kernel.course_reported = True  # later cells report "Kernel dead on test start" instead
+    return {
+        "cell": item.cell_num,
+        "ok": exc is None,
+        "problem": clip(str(exc), 300) if exc is not None else "",
+        "ename": errors[-1]["ename"] if errors else "",
+        "evalue": clip(str(errors[-1]["evalue"]), 500) if errors else "",
+        "diff": clip("\n".join(getattr(item, "comparison_traceback", [])), 1500) if exc else "",
+        "stdout": clip(_stream(outputs, "stdout")),
+        "stderr": clip(_stream(outputs, "stderr"), 1500),
+        "died": died,
+        # nbval words every time limit it hits "Timeout of ..."; a dead kernel looks like one
+        "timed_out": "Timeout of" in str(exc) and not died,
+        "seconds": round(call.duration, 3),
+    }
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    path = item.config.getoption("course_record")
+    if call.when != "call" or not path or not hasattr(item, "cell_num"):
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(cell_record(item, call)) + "\n")

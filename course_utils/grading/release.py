@@ -1,0 +1,129 @@
+"""`course release`: write the student notebooks in notebooks/ from the solutions in solutions/.
+
+Cell metadata conventions (docs/conventions.md):
+    exercise cell: metadata["course"] = {"exercise": "04.2", "role": "exercise", "points": 1}
+    check cell:    metadata["course"] = {"exercise": "04.2", "role": "check"}
+Solution code inside an exercise cell sits between `### BEGIN SOLUTION` and `### END SOLUTION`;
+the release replaces each such block with a stub raising NotImplementedError at the same indent,
+and clears every output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course_utils.files import atomic_write_text
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+NOTEBOOK_NAME = re.compile(r"^(?P<lesson>\d\d)_[a-z0-9_]+\.ipynb$")
+
+
+class ReleaseError(ValueError):
+    """A solution notebook breaks the conventions the release relies on."""
+
+
+def course_meta(cell) -> dict:
+    return cell.get("metadata", {}).get("course", {})
+
+
+def stub_solution(source: str, exercise_id: str, title: str) -> str:
+    """Replace each BEGIN/END SOLUTION block of `source` by a NotImplementedError stub."""
+    out, inside, indent = [], False, ""
+    for number, line in enumerate(source.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped == BEGIN:
+            if inside:
+                raise ReleaseError(f"exercise {exercise_id}: line {number} opens a second {BEGIN}")
+            inside, indent = True, line[: len(line) - len(line.lstrip())]
+            out.append(f"{indent}# Your code here, then run the check cell below.")
+            out.append(f'{indent}raise NotImplementedError("Exercise {exercise_id}: {title}")')
+        elif stripped == END:
+            if not inside:
+                raise ReleaseError(
+                    f"exercise {exercise_id}: line {number} has {END} without {BEGIN}"
+                )
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ReleaseError(f"exercise {exercise_id}: {BEGIN} is never closed by {END}")
+    return "\n".join(out)
+
+
+def release_notebook(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The student version of a solution notebook: stubs for solutions, no outputs."""
+    from course_utils.grading import registry
+
+    exercises = registry()
+    student = nbformat.from_dict(solution)
+    for cell in student.cells:
+        meta = course_meta(cell)
+        if cell.cell_type != "code":
+            continue
+        if meta.get("role") == "exercise":
+            ex_id = meta.get("exercise", "")
+            if ex_id not in exercises:
+                raise ReleaseError(f"exercise cell names id {ex_id!r}, which no checker registers")
+            if BEGIN not in cell.source:
+                raise ReleaseError(f"exercise {ex_id}: the cell has no {BEGIN} block to stub out")
+            cell.source = stub_solution(cell.source, ex_id, exercises[ex_id].title)
+        elif BEGIN in cell.source:
+            raise ReleaseError(
+                f"a cell without exercise metadata contains {BEGIN}; add metadata['course']"
+            )
+        cell.outputs, cell.execution_count = [], None
+    return student
+
+
+def solution_paths(solutions_dir: Path) -> list[Path]:
+    return sorted(p for p in solutions_dir.glob("*.ipynb") if NOTEBOOK_NAME.match(p.name))
+
+
+def render(nb: nbformat.NotebookNode) -> str:
+    return nbformat.writes(nb) + "\n"
+
+
+@dataclass
+class ReleasePlan:
+    writes: dict[Path, str]
+    stale: list[Path]  # would change or be created
+    orphans: list[Path]  # in notebooks/ with no solution
+
+
+def plan_release(solutions_dir: Path, notebooks_dir: Path) -> ReleasePlan:
+    writes, stale = {}, []
+    for path in solution_paths(solutions_dir):
+        target = notebooks_dir / path.name
+        text = render(release_notebook(nbformat.read(path, as_version=4)))
+        writes[target] = text
+        if not target.exists() or target.read_text() != text:
+            stale.append(target)
+    names = {p.name for p in writes}
+    orphans = sorted(p for p in notebooks_dir.glob("*.ipynb") if p.name not in names)
+    return ReleasePlan(writes, stale, orphans)
+
+
+def release(solutions_dir: Path, notebooks_dir: Path, check_only: bool = False) -> int:
+    """Write (or, with check_only, verify) notebooks/; returns a process exit code."""
+    plan = plan_release(solutions_dir, notebooks_dir)
+    if check_only:
+        for path in plan.stale:
+            print(f"stale: {path} differs from its solution; run `course release`")
+        for path in plan.orphans:
+            print(f"orphan: {path} has no solution in {solutions_dir}; delete it")
+        bad = plan.stale or plan.orphans
+        if not bad:
+            print(f"notebooks/ is up to date with solutions/ ({len(plan.writes)} notebooks)")
+        return 1 if bad else 0
+    notebooks_dir.mkdir(parents=True, exist_ok=True)
+    for path in plan.stale:
+        atomic_write_text(path, plan.writes[path])
+        print(f"wrote {path}")
+    for path in plan.orphans:
+        print(f"note: {path} has no solution; left in place (delete it by hand if obsolete)")
+    print(f"released {len(plan.writes)} notebooks ({len(plan.stale)} changed)")
+    return 0

@@ -1,0 +1,12 @@
+"""Programs a launcher starts: `python -m course_utils.jobs.NAME`, under srun or torchrun.
+
+    train_cifar       lesson 02's training script: one device       slurm/cpu_job.sh, gpu_job.sh
+    ddp_train         the same with DistributedDataParallel         slurm/ddp_srun.sh, ...
+    fsdp_demo         FSDP2 `fully_shard` on 2 ranks (lesson 05)
+    lightning_train   the same training with Lightning (lesson 05)
+    resumable_train   checkpoint, preempt, requeue, resume (06)     slurm/checkpoint_requeue.sh
+    gpu_demos         CUDA demonstrations that need a fresh process (lesson 03)
+    cpp_demo          export, compile and run in C++ on a node (07) slurm/cpp_job.sh
+    reference_gpu     record the GPU references lessons 03 and 04 show   slurm/reference_gpu.sh
+Each program's options are in its `parse_args`; it imports lesson helpers, never the other way.
+"""

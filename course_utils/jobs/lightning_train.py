@@ -1,0 +1,70 @@
+"""The same training with PyTorch Lightning: a LightningModule and a Trainer with DDP.
+
+    python -m course_utils.jobs.lightning_train --devices 2        # 2 CPU processes (gloo) here
+    srun python -m course_utils.jobs.lightning_train --devices 4 --num-nodes 2 --accelerator gpu
+
+Under srun, Lightning reads the ranks from Slurm (one task per device, as the cluster
+documentation shows); alone, its DDP strategy starts the other processes itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+
+import torch
+
+from course_utils import data, models
+from course_utils.lightning_helpers import lightning_module
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64, help="per process")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--images", type=int, default=2048, help="synthetic training images")
+    p.add_argument("--devices", type=int, default=2, help="processes (GPUs) per node")
+    p.add_argument("--num-nodes", type=int, default=1)
+    p.add_argument("--accelerator", default="cpu", help="cpu or gpu")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import lightning as L
+
+    # Lightning's tips (about workers, loggers, the tensor cores) say nothing about DDP here.
+    warnings.filterwarnings("ignore", module="lightning")
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
+    torch.set_num_threads(1)
+    L.seed_everything(0, verbose=False)
+    model = lightning_module(args.lr)
+    dataset = data.SyntheticCIFAR10(train=True, size=args.images)
+    # Lightning adds the DistributedSampler (and calls set_epoch) itself.
+    loader = data.make_loader(dataset, args.batch_size)
+
+    class PrintLoss(L.Callback):
+        def on_train_epoch_end(self, trainer, module):
+            if trainer.is_global_zero:
+                loss = trainer.callback_metrics["train_loss"]
+                print(f"epoch {trainer.current_epoch + 1}: loss {loss:.4f}", flush=True)
+
+    trainer = L.Trainer(
+        accelerator=args.accelerator, devices=args.devices, num_nodes=args.num_nodes,
+        strategy="ddp", max_epochs=args.epochs, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, callbacks=[PrintLoss()],
+    )  # fmt: skip
+    trainer.fit(model, loader)
+    checksum = models.parameter_hash(model.net)
+    print(
+        f"rank {trainer.global_rank}/{trainer.world_size}: parameter checksum {checksum}",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Train the lesson CNN on CIFAR-10 on one device: the script lesson 02 builds, as a module.
+
+    python -m course_utils.jobs.train_cifar --epochs 2            # GPU if there is one, else CPU
+    python -m course_utils.jobs.train_cifar --disable-cuda        # force the CPU
+    srun python -m course_utils.jobs.train_cifar --threads $SLURM_CPUS_PER_TASK
+
+It follows the general steps of the cluster documentation: read the data; scale, split, convert to
+tensors and load; design the network; define loss and optimizer; train; apply to the test set;
+display the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from course_utils import data, hpc, models, train
+from course_utils.device import pick_device
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: allocated CPUs)"
+    )
+    p.add_argument(
+        "--disable-cuda", action="store_true", help="run on the CPU even if a GPU is free"
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=None, help="stop each epoch after this many batches"
+    )
+    p.add_argument(
+        "--data-root", default=None, help="CIFAR-10 folder (default: $COURSE_DATA or ./data)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (batch jobs)")
+    args = p.parse_args(argv)
+    if args.epochs < 1:
+        p.error(f"--epochs {args.epochs}: train for at least 1 epoch")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.manual_seed(args.seed)
+    threads = hpc.configure_threads(args.threads)
+    # The documentation's pattern: --disable-cuda wins, else the best device.
+    device = torch.device("cpu") if args.disable_cuda else pick_device()
+    print(f"device {device}, {threads} torch threads, {hpc.allocated_cpus()} allocated CPUs")
+
+    # Read the data; it is scaled and converted to tensors by the dataset; load in batches.
+    train_set = data.cifar10(args.data_root, train=True)
+    test_set = data.cifar10(args.data_root, train=False)
+    pin = device.type == "cuda"
+    train_loader = data.make_loader(
+        train_set, args.batch_size, num_workers=args.num_workers, pin_memory=pin, seed=args.seed
+    )
+    test_loader = data.make_loader(
+        test_set, 512, shuffle=False, num_workers=args.num_workers, pin_memory=pin
+    )
+    # Design the network; define loss and optimizer.
+    model = models.Net().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    # Train, then apply to the test set and display the results.
+    for epoch in range(1, args.epochs + 1):
+        stats = train.train_one_epoch(
+            model,
+            train_loader,
+            optimizer,
+            device=device,
+            progress=not args.no_progress,
+            max_steps=args.max_steps,
+            non_blocking=pin,
+        )
+        print(f"epoch {epoch}: train {stats}")
+    test = train.evaluate(model, test_loader, device=device, progress=not args.no_progress)
+    print(f"test: {test}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+import shutil
+
+import nbformat
+import pytest
+
+from course_utils.grading.release import (
+    ReleaseError,
+    plan_release,
+    release,
+    release_notebook,
+    stub_solution,
+)
+from course_utils.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
+
+
+def test_stub_keeps_indent_and_surrounding_code():
+    source = (
+        "def f(x):\n    y = 1\n    ### BEGIN SOLUTION\n    return x + y\n    ### END SOLUTION\n"
+    )
+    stub = stub_solution(source, "01.1", "add one")
+    assert stub == (
+        "def f(x):\n    y = 1\n    # Your code here, then run the check cell below.\n"
+        '    raise NotImplementedError("Exercise 01.1: add one")'
+    )
+    assert "return x + y" not in stub
+
+
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+        ("x = 1\n### END SOLUTION\n", "without"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "second"),
+    ],
+)
+def test_bad_markers_are_reported(source, problem):
+    with pytest.raises(ReleaseError, match=problem):
+        stub_solution(source, "01.1", "t")
+
+
+def _notebook(*cells):
+    return nbformat.v4.new_notebook(cells=list(cells))
+
+
+def _exercise_cell(ex_id, source):
+    return nbformat.v4.new_code_cell(
+        source, metadata={"course": {"exercise": ex_id, "role": "exercise", "points": 1}}
+    )
+
+
+def test_release_clears_outputs_and_stubs():
+    code = nbformat.v4.new_code_cell(
+        "print(1)", outputs=[nbformat.v4.new_output("stream", text="1\n")]
+    )
+    code.execution_count = 3
+    ex = _exercise_cell(
+        "01.1", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION"
+    )
+    student = release_notebook(_notebook(code, ex))
+    assert student.cells[0].outputs == [] and student.cells[0].execution_count is None
+    assert "NotImplementedError" in student.cells[1].source
+
+
+def test_exercise_id_must_be_registered():
+    ex = _exercise_cell("97.1", "### BEGIN SOLUTION\n### END SOLUTION")
+    with pytest.raises(ReleaseError, match="'97.1', which no checker registers"):
+        release_notebook(_notebook(ex))
+
+
+def test_solution_outside_exercise_cell_is_refused():
+    cell = nbformat.v4.new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION")
+    with pytest.raises(ReleaseError, match="without exercise metadata"):
+        release_notebook(_notebook(cell))
+
+
+def test_repository_notebooks_are_up_to_date():
+    plan = plan_release(ROOT / "solutions", ROOT / "notebooks")
+    assert plan.stale == [] and plan.orphans == [], "run `course release`"
+    assert len(plan.writes) >= 3
+
+
+def test_check_detects_stale_and_orphan(tmp_path, capsys):
+    solutions, notebooks = tmp_path / "solutions", tmp_path / "notebooks"
+    shutil.copytree(ROOT / "solutions", solutions)
+    notebooks.mkdir()
+    assert release(solutions, notebooks) == 0
+    assert release(solutions, notebooks, check_only=True) == 0
+    target = sorted(notebooks.glob("*.ipynb"))[0]
+    target.write_text(target.read_text().replace("Learning objectives", "Learning goals"))
+    (notebooks / "99_old.ipynb").write_text("{}")
+    capsys.readouterr()
+    assert release(solutions, notebooks, check_only=True) == 1
+    out = capsys.readouterr().out
+    assert f"stale: {target}" in out and "orphan:" in out and "99_old.ipynb" in out

@@ -1,0 +1,164 @@
+"""Fault tests of the resumable training program: kill -9, death mid-save, bad files, signals.
+
+Each compares the final parameter hash with that of an uninterrupted run (same settings, CPU,
+one thread), which must match bit for bit.
+"""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from course_utils.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints
+from course_utils.resumable import EX_TEMPFAIL, Config, train
+
+# 5 epochs of 8 steps (256 samples, batch 32); a save every 3 steps, so kills land between saves.
+ARGS = ["--epochs", "5", "--max-steps", "40", "--save-every", "3", "--keep-last", "2"]
+HASH = re.compile(r"final parameter hash: ([0-9a-f]{16})")
+
+
+class Payload:
+    """Unpickling this would create a marker folder (harmless, detectable)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def config(folder) -> Config:
+    return Config(ckpt_dir=str(folder), epochs=5, max_steps=40, save_every=3, keep_last=2)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> str:
+    """The uninterrupted run's hash, in this process (same code path as the program)."""
+    return train(config(tmp_path_factory.mktemp("reference")), log=lambda msg: None)
+
+
+def child_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return {**env, "PYTHONUNBUFFERED": "1"}
+
+
+def start(folder, *extra) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "course_utils.jobs.resumable_train", "--ckpt-dir", str(folder)]
+    return subprocess.Popen([*cmd, *ARGS, *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=child_env())  # fmt: skip
+
+
+def run_until_step(proc: subprocess.Popen, step: int) -> list[str]:
+    """Read the program's output until it reports `step`; returns the lines read."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if line.startswith(f"step {step} "):
+            return lines
+    raise AssertionError(f"the run ended before step {step}:\n" + "\n".join(lines[-20:]))
+
+
+def finish(folder) -> tuple[str, list[str]]:
+    """Resume and complete the run in this process (the program's own code, without the
+    seconds a new interpreter spends importing torch); returns the hash and the log lines."""
+    lines = []
+    return train(config(folder), log=lines.append), lines
+
+
+def test_kill_9_at_random_steps_then_resume_gives_identical_parameters(tmp_path, reference):
+    # Random steps, at least 4 apart so that every run gets past a save (every 3 steps).
+    rng = random.Random(1234)
+    kill_steps = [rng.randint(4, 6)]
+    while len(kill_steps) < 5:
+        kill_steps.append(kill_steps[-1] + rng.randint(4, 7))
+    resumed_from = []
+    for step in kill_steps:
+        proc = start(tmp_path)
+        lines = run_until_step(proc, step)
+        proc.send_signal(signal.SIGKILL)  # no handler, no cleanup: like a node failure
+        proc.wait(timeout=30)
+        proc.stdout.close()
+        resumed_from += [line for line in lines if "resumed from" in line]
+    digest, lines = finish(tmp_path)
+    print(f"killed at steps {kill_steps}; {resumed_from + lines[:1]}")
+    assert len(resumed_from) == 4, "every run after the first resumed rather than starting over"
+    assert "resumed from" in lines[0]
+    assert digest == reference, f"after kills at {kill_steps}: {digest} != {reference}"
+
+
+def test_killed_during_save_previous_checkpoint_stays_valid_and_is_used(tmp_path, reference):
+    # The child dies halfway through writing its second checkpoint (step 6).
+    script = textwrap.dedent(f"""
+        import io, os, signal, torch
+        from course_utils.resumable import Config, train
+        real_save, calls = torch.save, []
+        def half_then_die(obj, f):
+            calls.append(1)
+            if len(calls) == 2:
+                buf = io.BytesIO()
+                real_save(obj, buf)
+                f.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+                f.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            real_save(obj, f)
+        torch.save = half_then_die
+        train(Config(ckpt_dir={str(tmp_path)!r}, epochs=5, max_steps=40, save_every=3, keep_last=2))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=child_env(), timeout=120)  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    assert "step 6 " in proc.stdout
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-00000003.pt"]
+    assert len(list(tmp_path.glob(".ckpt-00000006.pt.*.tmp"))) == 1, "the half-written temp file"
+    digest, lines = finish(tmp_path)
+    assert lines[0] == "checkpoint: resumed from ckpt-00000003.pt (epoch 0, step 3)"
+    assert digest == reference
+
+
+@pytest.mark.parametrize("kind", ["truncated", "random bytes", "wrong structure", "malicious"])
+def test_unusable_newest_checkpoint_falls_back_to_previous(tmp_path, reference, kind):
+    import numpy as np
+    import torch
+
+    cfg = config(tmp_path)
+    train(cfg, stop_after=10, log=lambda msg: None)  # saves at steps 3, 6, 9 (keeps 6 and 9)
+    good = latest_checkpoint(tmp_path)
+    bad = checkpoint_path(tmp_path, 10)
+    if kind == "truncated":  # what a non-atomic writer leaves after a crash
+        bad.write_bytes(good.read_bytes()[:5000])
+    elif kind == "random bytes":
+        bad.write_bytes(np.random.default_rng(1).bytes(10_000))
+    elif kind == "wrong structure":
+        torch.save({"weights": torch.zeros(2)}, bad)
+    else:
+        torch.save(
+            {"format": "x", "model": Payload(tmp_path / "PWNED"), "epoch": 0, "step": 0}, bad
+        )
+    lines = []
+    digest = train(cfg, log=lines.append)
+    assert "checkpoint: skipping unusable" in lines[0] and bad.name in lines[0]
+    assert lines[1] == f"checkpoint: resumed from {good.name} (epoch 1, step 9)"
+    assert not (tmp_path / "PWNED").exists(), "no code from the file ran"
+    assert digest == reference
+
+
+def test_sigusr1_then_sigterm_save_and_exit_then_resume_is_exact(tmp_path, reference):
+    for sig, at in ((signal.SIGUSR1, 4), (signal.SIGTERM, 12)):
+        proc = start(tmp_path, "--step-delay", "0.02")
+        run_until_step(proc, at)
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == EX_TEMPFAIL, rest
+        pattern = rf"got {sig.name} at step (\d+): checkpoint saved; run again to resume"
+        stopped = re.search(pattern, rest)
+        assert stopped, rest
+        step = int(stopped[1])
+        assert latest_checkpoint(tmp_path) == checkpoint_path(tmp_path, step), "saved at that step"
+    digest, lines = finish(tmp_path)
+    assert lines[0].startswith(f"checkpoint: resumed from ckpt-{step:08d}.pt")
+    assert digest == reference

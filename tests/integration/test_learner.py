@@ -1,0 +1,56 @@
+"""`course check NN`: the learner sees the verdicts the instructor's `course grade` will give."""
+
+import nbformat
+
+from course_utils.cli import main
+from course_utils.grading import learner
+from course_utils.grading.release import course_meta
+from course_utils.paths import REPO_ROOT
+
+
+def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
+    """A wrong answer, and an answer that prints during its check (nbval fails it, so must we)."""
+    nb = nbformat.read(REPO_ROOT / "solutions" / "01_tensors.ipynb", as_version=4)
+    answers = {
+        "01.3": "def to_numpy(t):\n    return t.detach().clone().numpy()",
+        "01.2": "def standardize(x):\n    print('debug')\n"
+        "    return (x - x.mean(0)) / x.std(0, unbiased=False)",
+    }
+    for cell in nb.cells:
+        meta = course_meta(cell)
+        if meta.get("role") == "exercise" and meta["exercise"] in answers:
+            cell.source = answers[meta["exercise"]]
+    nb.cells = nb.cells[::-1]  # order does not matter: cells are matched by exercise id
+    path = tmp_path / "01_tensors.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.chdir(REPO_ROOT)
+    assert main(["check", "1", "--notebook", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "lesson 01: 2/4 exercises passing (2/4 points)"
+    assert out[2] == "  01.1 flatten a batch of images without copying: passed"
+    assert out[3].startswith(
+        "  01.2 standardize the columns of a matrix with broadcasting: "
+        "failed: the check passed, but the check cell's output differs"
+    )
+    assert out[4].startswith("  01.3 a tensor to NumPy, safely: failed: ")
+    assert out[4].endswith("got a copy (use .numpy())")
+
+
+def test_report_shows_status_and_notes():
+    from course_utils.grading.gradebook import ExerciseGrade, SubmissionGrade
+
+    grade = SubmissionGrade(
+        "me",
+        "01",
+        "x.ipynb",
+        "crashed",
+        "the kernel died in code cell 3",
+        [ExerciseGrade("01.1", "flatten", 1, "failed", "not graded")],
+        notes=["exercise 01.1: 2 cells carry this id"],
+    )
+    assert learner.report(grade).splitlines() == [
+        "lesson 01: 0/1 exercises passing (0/1 points)",
+        "  status crashed: the kernel died in code cell 3",
+        "  01.1 flatten: failed: not graded",
+        "  note: exercise 01.1: 2 cells carry this id",
+    ]

@@ -1,0 +1,58 @@
+"""The package's layout holds: lesson helpers, programs (jobs/) and tooling (grading/) apart.
+
+Library code never imports a program or the tooling; programs do not import the tooling; nothing
+imports the command line. Read from the source with ast, so a lazy import inside a function
+counts too.
+"""
+
+import ast
+
+import pytest
+
+from course_utils.paths import PACKAGE_DIR
+
+
+def _imports(path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return {name for name in found if name.startswith("course_utils")}
+
+
+def _kind(path) -> str:
+    parts = path.relative_to(PACKAGE_DIR).parts
+    return parts[0] if len(parts) > 1 else "helpers"
+
+
+MODULES = sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_dependencies_point_one_way(path):
+    imports = _imports(path)
+    kind = _kind(path)
+    assert not any(i.startswith("course_utils.cli") for i in imports), "nothing imports the cli"
+    if kind == "helpers" and path.name != "cli.py":
+        assert not any(i.startswith("course_utils.jobs") for i in imports), imports
+        assert not any(i.startswith("course_utils.grading") for i in imports), imports
+    if kind == "jobs":
+        assert not any(i.startswith("course_utils.grading") for i in imports), imports
+
+
+def test_every_program_runs_as_a_module():
+    jobs = [p for p in (PACKAGE_DIR / "jobs").glob("*.py") if p.name != "__init__.py"]
+    assert len(jobs) >= 8
+    for path in jobs:
+        assert 'if __name__ == "__main__":' in path.read_text(), f"{path.name} is not a program"
+    listed = (PACKAGE_DIR / "jobs" / "__init__.py").read_text()
+    assert all(p.stem in listed for p in jobs), "jobs/__init__.py lists every program"
+
+
+def test_no_helper_is_a_program():
+    helpers = [p for p in PACKAGE_DIR.glob("*.py") if p.name not in ("cli.py", "__init__.py")]
+    programs = [p.name for p in helpers if '__name__ == "__main__"' in p.read_text()]
+    assert programs == [], f"programs belong in course_utils/jobs/: {programs}"
