@@ -84,8 +84,8 @@ def plan_device(
         return DevicePlan(torch.device("cuda", index))
     note = (
         f"{local_world_size} processes on this node share {found} GPU(s): local rank "
-        f"{local_rank} uses cuda:{index}; NCCL refuses two ranks on one GPU, so they communicate "
-        "over gloo (run them concurrently with MPS, slurm/mps_job.sh)"
+        f"{local_rank} uses cuda:{index}; DDP ranks that share a GPU communicate over gloo (NCCL "
+        "refuses two ranks on one GPU), and MPS runs them concurrently (slurm/mps_job.sh)"
     )
     return DevicePlan(torch.device("cuda", index), note)
 

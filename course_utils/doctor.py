@@ -10,12 +10,14 @@ import json
 import os
 import platform
 import re
+import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+import course_utils
 from course_utils import hpc
 from course_utils.tables import text_table
 
@@ -55,7 +57,7 @@ def versions() -> list[Finding]:
             OK if sys.version_info >= (3, 10) else ERROR,
             "" if sys.version_info >= (3, 10) else "the course needs Python 3.10 or newer",
         ),
-        Finding("pytorch", torch.__version__, OK),
+        pytorch_finding(torch.__version__),
     ]
     try:
         import torchvision
@@ -87,6 +89,71 @@ def versions() -> list[Finding]:
     return rows
 
 
+def pytorch_finding(version: str, tested: str | None = None) -> Finding:
+    """This PyTorch against the one the course is tested with (requirements.txt's pin)."""
+    tested = tested or course_utils.TESTED_TORCH
+    if version.split("+")[0] == tested:
+        return Finding("pytorch", version, OK)
+    too_old = _major_minor(version) < (2, 6)
+    return Finding(
+        "pytorch",
+        f"{version} (the course is tested with {tested})",
+        ERROR if too_old else WARN,
+        ("the course needs PyTorch 2.6 or newer: " if too_old else "lessons run, but outputs "
+         "and timings may differ and known problems of this release are not covered: ")
+        + f"pip install -r requirements.txt (torch=={tested}) or your centre's matching module",
+    )  # fmt: skip
+
+
+# The NVIDIA driver a CUDA build needs: the minimum for CUDA minor-version compatibility in
+# NVIDIA's CUDA toolkit release notes (13.x: 580; 12.x: 525.60.13; 11.x: 450.80.02).
+MIN_DRIVER = {13: (580, 0, 0), 12: (525, 60, 13), 11: (450, 80, 2)}
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def driver_finding(driver: str | None, cuda_build: str | None) -> Finding:
+    """The NVIDIA driver against what this PyTorch's CUDA build needs."""
+    if not cuda_build:
+        return Finding("nvidia driver", driver or "not needed (CPU-only build)", INFO)
+    if driver is None:
+        return Finding("nvidia driver", "none found", INFO, "needed only on a GPU node")
+    need = MIN_DRIVER.get(_version_tuple(cuda_build)[0])
+    if need is None or _version_tuple(driver) >= need:
+        return Finding("nvidia driver", f"{driver} (CUDA {cuda_build} build)", OK)
+    wanted = ".".join(map(str, need)).removesuffix(".0.0")
+    return Finding(
+        "nvidia driver",
+        f"{driver}, but this PyTorch is a CUDA {cuda_build} build: it needs {wanted} or newer",
+        ERROR,
+        f"CUDA will not initialize. Ask the admins for driver >= {wanted}, or install a PyTorch "
+        "built for an older CUDA (e.g. pip install torch --index-url "
+        "https://download.pytorch.org/whl/cu126) or the centre's PyTorch module",
+    )
+
+
+def nvidia_driver() -> str | None:
+    """The NVIDIA kernel driver's version on this node, or None."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+        m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+        if m:
+            return m[1]
+    except OSError:
+        pass
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split()
+    return lines[0] if done.returncode == 0 and lines else None
+
+
 ARCH_NAME = re.compile(r"^(?P<kind>sm|compute)_(?P<major>\d+)(?P<minor>\d)(?P<suffix>[a-z]?)$")
 
 
@@ -112,37 +179,45 @@ def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
     return False
 
 
+def gpu_finding(index: int, name: str, cap: tuple[int, int], arch_list: list[str]) -> Finding:
+    """One GPU against the architectures compiled into this PyTorch, with what to do."""
+    value = f"{name}, compute capability {cap[0]}.{cap[1]}"
+    if arch_supported(cap, arch_list):
+        return Finding(f"gpu {index}", value, OK)
+    advice = (
+        f"this PyTorch has kernels for {', '.join(arch_list) or 'no GPU'} only: expect 'no "
+        "kernel image is available for execution on the device'; install a build that includes "
+        f'sm_{cap[0]}{cap[1]} (or build with TORCH_CUDA_ARCH_LIST="{cap[0]}.{cap[1]}")'
+    )
+    if tuple(cap) == (7, 0):  # V100: CUDA 13 dropped Volta, and it has no bf16 tensor cores
+        advice += (
+            ". A V100 (Volta): CUDA 12.8 and 13 builds no longer include it, the CUDA 12.6 "
+            "builds do (pip install torch --index-url https://download.pytorch.org/whl/cu126, "
+            "or the centre's module); train in fp16 autocast with GradScaler (lesson 04): bf16 "
+            "has no tensor cores there"
+        )
+    return Finding(f"gpu {index}", value, ERROR, advice)
+
+
 def gpus() -> list[Finding]:
+    driver = driver_finding(nvidia_driver(), torch.version.cuda)
     if not torch.cuda.is_available():
         return [
+            driver,
             Finding(
                 "gpu",
                 "none visible (torch.cuda.is_available() is False)",
                 INFO,
                 "fine for the CPU lessons; on a cluster ask for one with --gres=gpu:1",
-            )
+            ),
         ]
     arch_list = torch.cuda.get_arch_list()
-    rows = []
-    for i in range(torch.cuda.device_count()):
-        cap = torch.cuda.get_device_capability(i)
-        name = torch.cuda.get_device_name(i)
-        value = f"{name}, compute capability {cap[0]}.{cap[1]}"
-        if arch_supported(cap, arch_list):
-            rows.append(Finding(f"gpu {i}", value, OK))
-        else:
-            rows.append(
-                Finding(
-                    f"gpu {i}",
-                    value,
-                    ERROR,
-                    f"this PyTorch has kernels for {', '.join(arch_list)} only: expect "
-                    "'no kernel image "
-                    "is available for execution on the device'; install a build that includes "
-                    f'sm_{cap[0]}{cap[1]} (or build with TORCH_CUDA_ARCH_LIST="{cap[0]}.{cap[1]}")',
-                )
-            )
-    return rows
+    return [driver] + [
+        gpu_finding(
+            i, torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i), arch_list
+        )
+        for i in range(torch.cuda.device_count())
+    ]
 
 
 def threads() -> list[Finding]:

@@ -14,11 +14,15 @@
 # `scontrol requeue $SLURM_JOB_ID` and exits. The job starts again from the top with
 # SLURM_RESTART_COUNT=1 and resumes from the newest checkpoint in CKPT_DIR (same job id, same
 # folder); --open-mode=append keeps the first run's output in the same file.
-# Submit from the course folder: sbatch slurm/checkpoint_requeue.sh [options of resumable_train]
+# The course's program (course_utils.jobs.resumable_train), or yours, which must then save,
+# requeue and exit itself on SIGUSR1 (lesson 06), run in the folder you submit from:
+#     sbatch slurm/checkpoint_requeue.sh --epochs 3      sbatch slurm/checkpoint_requeue.sh train.py
 # Try a preemption by hand: scancel --signal=USR1 --batch JOBID
 set -euo pipefail
+# sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')
 # shellcheck source=slurm/config.sh
-source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 CKPT_DIR=${CKPT_DIR:-runs/ckpt-requeue-$SLURM_JOB_ID}
@@ -34,8 +38,8 @@ forward() {
 trap 'forward USR1' USR1
 trap 'forward TERM' TERM
 
-srun --kill-on-bad-exit=1 python -m course_utils.jobs.resumable_train --ckpt-dir "$CKPT_DIR" \
-    --threads "$SLURM_CPUS_PER_TASK" "$@" &
+course_program course_utils.jobs.resumable_train --ckpt-dir "$CKPT_DIR" --threads "$SLURM_CPUS_PER_TASK" -- "$@"
+srun --kill-on-bad-exit=1 python "${course_target[@]}" &
 pid=$!
 status=0
 wait "$pid" || status=$?

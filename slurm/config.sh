@@ -1,7 +1,9 @@
 # shellcheck shell=bash
 # Site settings for every script in slurm/: the one file to edit for your cluster.
-# Each script sources it inside the job, so submit from the course folder:
-#     cd pytorch-hpc-course && sbatch slurm/gpu_job.sh
+# The scripts find it wherever you submit from (sbatch runs a copy of a script, so each asks
+# Slurm where the original lies); your job runs in the folder you submitted from.
+#     sbatch ~/pytorch-hpc-course/slurm/gpu_job.sh                 the course's program
+#     sbatch ~/pytorch-hpc-course/slurm/ddp_srun.sh train.py --epochs 3    your own script
 # #SBATCH lines cannot read variables; sbatch and srun read the account and partition from the
 # environment, so source this file in your login shell too before you submit:
 #     source slurm/config.sh && sbatch slurm/gpu_job.sh
@@ -15,24 +17,64 @@ if [ -n "$COURSE_PARTITION" ]; then export SBATCH_PARTITION=$COURSE_PARTITION SL
 
 # --- Software: modules and the Python environment ------------------------------------------
 COURSE_MODULES=${COURSE_MODULES:-}        # e.g. "StdEnv/2023 python/3.11"; empty: no modules
-COURSE_DIR=${COURSE_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}   # this repository
+COURSE_DIR=${COURSE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}  # this repository
 COURSE_VENV=${COURSE_VENV:-$COURSE_DIR/.venv}         # the shared environment (`make setup`)
 COURSE_WHEELHOUSE=${COURSE_WHEELHOUSE:-}  # site wheels for a virtualenv built inside a job
 
-# --- Device: COURSE_DEVICE=cpu runs the GPU scripts' CPU variant (gloo, no GPU used) ---------
+# --- Device: COURSE_DEVICE=cpu runs a GPU script on CPUs only (gloo, no GPU touched) ---------
 COURSE_DEVICE=${COURSE_DEVICE:-}
 export COURSE_DEVICE
 
 # Helpers the scripts call ---------------------------------------------------------------------
 course_cpu() { [ "$COURSE_DEVICE" = cpu ]; }
 
-# Training options for the device: the CPU variant never touches a GPU, even if one is there.
+# What each task is started with: srun sets CUDA_VISIBLE_DEVICES for every task from the job's
+# GPUs, so a CPU run clears it in the task itself (your program needs no --disable-cuda flag).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-course_device_args=()
+course_task=()
 if course_cpu; then
     # shellcheck disable=SC2034
-    course_device_args=(--disable-cuda)
+    course_task=(env CUDA_VISIBLE_DEVICES=)
 fi
+
+# The program a job runs: the course's (the default) or yours, your options passed unchanged.
+#     sbatch slurm/ddp_srun.sh --epochs 3              the course's program, with these options
+#     sbatch slurm/ddp_srun.sh train.py --epochs 3     your script: a path to a .py file
+#     sbatch slurm/ddp_srun.sh -m mypkg.train --lr 1   your module
+# Usage in a script: course_program [--ranks] MODULE [DEFAULT_OPTION...] -- "$@"
+# It sets course_target, what follows `python` (or `torchrun ...`) on the srun line. The default
+# options go to the course's program only. --ranks: a program of yours starts through
+# course_utils.jobs.with_ranks, which gives it both common styles of rank variables (RANK,
+# LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and SLURM_PROCID,
+# SLURM_LOCALID, SLURM_NTASKS to match them under torchrun).
+course_program() {
+    local ranks=0 module defaults=()
+    if [ "$1" = --ranks ]; then ranks=1; shift; fi
+    module=$1; shift
+    while [ "$1" != -- ]; do defaults+=("$1"); shift; done
+    shift
+    if [ "${1:-}" = -m ] && [ -z "${2:-}" ]; then
+        echo "course_program: -m needs a module name, e.g. -m mypkg.train" >&2; return 2
+    fi
+    if [[ "${1:-}" == *.py ]] && [ ! -f "$1" ]; then
+        echo "course_program: no file $1 in $PWD (a script path is taken from the folder you submitted from)" >&2; return 2
+    fi
+    # shellcheck disable=SC2034  # used by the scripts that source this file
+    if [ "${1:-}" = -m ] || [[ "${1:-}" == *.py ]]; then
+        course_target=("$@")
+        if [ "$ranks" = 1 ]; then course_target=(-m course_utils.jobs.with_ranks "$@"); fi
+    else
+        course_target=(-m "$module" "${defaults[@]}" "$@")
+    fi
+}
+
+# Rank 0's address and a port of this job for a job's own rendezvous (MASTER_ADDR/MASTER_PORT;
+# the port from the job id, as course_utils.distributed.port_for_job computes it).
+course_master() {
+    MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000))
+    export MASTER_ADDR MASTER_PORT
+}
 
 course_load_modules() {
     if [ -n "$COURSE_MODULES" ]; then
@@ -63,5 +105,3 @@ course_job_venv() {  # a virtualenv on the node's local disk, as the cluster doc
     export PYTHONPATH="$COURSE_DIR${PYTHONPATH:+:$PYTHONPATH}"  # course_utils from the checkout
     echo "job virtualenv: $env_dir ($(python -c 'import torch; print("torch", torch.__version__)'))"
 }
-
-cd "$COURSE_DIR" || return 1

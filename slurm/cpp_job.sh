@@ -12,8 +12,10 @@
 # Submit from the course folder: sbatch slurm/cpp_job.sh [--weights runs/07/net_weights.pt] [--batch 64]
 # CPU variant (no GPU used): COURSE_DEVICE=cpu sbatch slurm/cpp_job.sh
 set -euo pipefail
+# sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')
 # shellcheck source=slurm/config.sh
-source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 

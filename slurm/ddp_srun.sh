@@ -7,15 +7,22 @@
 #SBATCH --mem=8G
 #SBATCH --time=00:15:00
 #SBATCH --output=%x-%j.out
-# DDP with one task per GPU, started by srun: 2 nodes x 2 GPUs = 4 ranks (lesson 05).
-# Each task reads its rank from SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS (course_utils.distributed);
-# rank 0 listens on the first node, on a port derived from the job id.
-# Submit from the course folder: sbatch slurm/ddp_srun.sh [options of course_utils.jobs.ddp_train]
+# DDP with one task per GPU, started by srun: 2 nodes x 2 GPUs = 4 ranks (lesson 05). Each task
+# reads its rank from SLURM_PROCID/SLURM_LOCALID/SLURM_NTASKS; rank 0 listens on the first node
+# (MASTER_ADDR), on a port derived from the job id (MASTER_PORT). The course's program
+# (course_utils.jobs.ddp_train), or yours, run in the folder you submit from and given both
+# styles of rank variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE and SLURM_*):
+#     sbatch slurm/ddp_srun.sh --epochs 3                sbatch slurm/ddp_srun.sh train.py --epochs 3
+# One failed rank ends the job at once (--kill-on-bad-exit) instead of leaving the others waiting.
 # CPU variant (gloo, no GPU used): COURSE_DEVICE=cpu sbatch slurm/ddp_srun.sh
 set -euo pipefail
+# sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')
 # shellcheck source=slurm/config.sh
-source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
+course_master
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
+course_program --ranks course_utils.jobs.ddp_train -- "$@"
 
-srun python -m course_utils.jobs.ddp_train "${course_device_args[@]}" "$@"
+srun --kill-on-bad-exit=1 "${course_task[@]}" python "${course_target[@]}"

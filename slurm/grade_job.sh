@@ -12,8 +12,10 @@
 # with GPU exercises.
 # Submit from the course folder: sbatch slurm/grade_job.sh SUBMISSIONS [--lesson 01] [--out DIR]
 set -euo pipefail
+# sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')
 # shellcheck source=slurm/config.sh
-source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 
 srun course grade "$@" -j "$((SLURM_CPUS_PER_TASK / 2))" --timeout 600 --cell-timeout 120

@@ -9,8 +9,10 @@
 # Record the GPU reference results that lessons 03 and 04 show (course_utils/reference/gpu.json).
 # Submit from the course folder: sbatch slurm/reference_gpu.sh   then commit the JSON file.
 set -euo pipefail
+# sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')
 # shellcheck source=slurm/config.sh
-source "${SLURM_SUBMIT_DIR:-.}/slurm/config.sh"
+source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 
 srun python -m course_utils.jobs.reference_gpu "$@"

@@ -65,3 +65,53 @@ def test_report_covers_every_topic():
     ):
         assert needed in topics
     assert any(t.startswith("gpu") for t in topics)
+
+
+@pytest.mark.parametrize(
+    ("version", "status", "says"),
+    [
+        ("2.14.1+cu130", doctor.OK, ""),
+        ("2.11.0+cu130", doctor.WARN, "2.11.0+cu130 (the course is tested with 2.14.1)"),
+        ("2.5.1", doctor.ERROR, "2.5.1 (the course is tested with 2.14.1)"),
+    ],
+)
+def test_pytorch_other_than_the_pin_is_reported_with_a_fix(version, status, says):
+    finding = doctor.pytorch_finding(version, tested="2.14.1")
+    assert finding.status == status and says in finding.value
+    if status != doctor.OK:
+        assert "pip install -r requirements.txt (torch==2.14.1)" in finding.advice
+
+
+@pytest.mark.parametrize(
+    ("driver", "cuda", "status"),
+    [
+        ("580.65.06", "13.0", doctor.OK),
+        ("575.57.08", "13.0", doctor.ERROR),  # a cu130 wheel needs 580
+        ("525.60.13", "12.6", doctor.OK),
+        ("470.82.01", "12.6", doctor.ERROR),
+        (None, "13.0", doctor.INFO),  # a CPU node with the CUDA wheel
+        (None, None, doctor.INFO),  # a CPU-only build needs no driver
+    ],
+)
+def test_driver_against_the_cuda_build(driver, cuda, status):
+    finding = doctor.driver_finding(driver, cuda)
+    assert finding.status == status
+    if status == doctor.ERROR:
+        assert f"CUDA {cuda} build" in finding.value and "driver >=" in finding.advice
+
+
+def test_a_v100_on_a_cuda_13_build_is_told_what_to_do():
+    cu130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
+    finding = doctor.gpu_finding(0, "Tesla V100-SXM2-32GB", (7, 0), cu130)
+    assert finding.status == doctor.ERROR
+    assert "cu126" in finding.advice and "fp16 autocast with GradScaler" in finding.advice
+    assert doctor.gpu_finding(0, "NVIDIA H100", (9, 0), cu130).status == doctor.OK
+    other = doctor.gpu_finding(1, "Tesla P100", (6, 0), cu130)
+    assert other.status == doctor.ERROR and "V100" not in other.advice
+
+
+def test_the_gpu_section_names_the_driver(fake_gpus, monkeypatch):
+    fake_gpus(0)
+    monkeypatch.setattr(doctor, "nvidia_driver", lambda: None)
+    topics = [f.topic for f in doctor.gpus()]
+    assert topics == ["nvidia driver", "gpu"]

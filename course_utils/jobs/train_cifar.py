@@ -17,7 +17,8 @@ import sys
 import torch
 
 from course_utils import data, hpc, models, train
-from course_utils.device import pick_device
+from course_utils.device import local_device
+from course_utils.ranks import DistEnv, batch_script_warning
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -48,10 +49,20 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    torch.manual_seed(args.seed)
+    warning = batch_script_warning()
+    if warning:
+        print(warning)
+    # Several tasks of one job (slurm/mps_job.sh's independent runs) each train on their own:
+    # offset the seed by the task number, or they would all print the same losses.
+    env = DistEnv.from_environ()
+    seed = args.seed + env.rank
+    if env.world_size > 1:
+        print(f"task {env.rank} of {env.world_size}: seed {seed} (--seed {args.seed} + task)")
+    torch.manual_seed(seed)
     threads = hpc.configure_threads(args.threads)
-    # The documentation's pattern: --disable-cuda wins, else the best device.
-    device = torch.device("cpu") if args.disable_cuda else pick_device()
+    # The documentation's pattern: --disable-cuda wins, else the best device for this task.
+    prefer = "cpu" if args.disable_cuda else None
+    device = local_device(env.local_rank, env.local_world_size, prefer)
     print(f"device {device}, {threads} torch threads, {hpc.allocated_cpus()} allocated CPUs")
 
     # Read the data; it is scaled and converted to tensors by the dataset; load in batches.
@@ -59,7 +70,7 @@ def main(argv=None) -> int:
     test_set = data.cifar10(args.data_root, train=False)
     pin = device.type == "cuda"
     train_loader = data.make_loader(
-        train_set, args.batch_size, num_workers=args.num_workers, pin_memory=pin, seed=args.seed
+        train_set, args.batch_size, num_workers=args.num_workers, pin_memory=pin, seed=seed
     )
     test_loader = data.make_loader(
         test_set, 512, shuffle=False, num_workers=args.num_workers, pin_memory=pin

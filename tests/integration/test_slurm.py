@@ -64,6 +64,9 @@ def jobs(tmp_path_factory):
                           output_dir=out),
         "mps_job": submit("slurm/mps_job.sh", "--epochs", "1", "--max-steps", "3", env=CPU,
                           output_dir=out, sbatch_args=["--ntasks=2"]),
+        "mps_independent": submit("slurm/mps_job.sh", "--epochs", "1", "--max-steps", "3",
+                                  env={**CPU, "MPS_MODE": "independent"}, output_dir=out,
+                                  sbatch_args=["--ntasks=2"]),
         "cpp_job": submit("slurm/cpp_job.sh", "--batch", "8", env=CPU, output_dir=out,
                           sbatch_args=["--cpus-per-task=2"]),
         "grade_job": submit("slurm/grade_job.sh", _one_submission(out), "--lesson", "01",
@@ -124,10 +127,22 @@ def test_gpu_job_builds_a_job_virtualenv(jobs):
 
 
 @pytest.mark.slurm
-def test_mps_job_runs_one_training_per_task(jobs):
+def test_mps_job_runs_ddp_replicas_that_share_the_device(jobs):
     result = jobs["mps_job"].wait(timeout=150)
     assert result.returncode == 0, result.output
-    assert len(re.findall(r"^test: loss", result.output, re.M)) == 2, result.output
+    assert re.findall(r"joined, backend (\w+)", result.output) == ["gloo", "gloo"], result.output
+    sums = re.findall(r"rank \d+: parameter checksum ([0-9a-f]{16})", result.output)
+    assert len(sums) == 2 and len(set(sums)) == 1, result.output
+
+
+@pytest.mark.slurm
+def test_mps_job_independent_runs_get_different_seeds(jobs):
+    result = jobs["mps_independent"].wait(timeout=150)
+    assert result.returncode == 0, result.output
+    seeds = sorted(re.findall(r"^task \d of 2: seed (\d+)", result.output, re.M))
+    assert seeds == ["0", "1"], result.output
+    losses = re.findall(r"^test: loss ([\d.]+)", result.output, re.M)
+    assert len(losses) == 2 and losses[0] != losses[1], result.output
 
 
 @pytest.mark.slurm
