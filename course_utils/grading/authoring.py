@@ -22,6 +22,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from course_utils.files import atomic_write_text
+
 HEADER = re.compile(r"^# %%(?P<rest>.*)$")
 PAIR = re.compile(r"(\w+)=")
 KERNELSPEC = {"name": "course", "display_name": "PyTorch on HPC (course)", "language": "python"}
@@ -108,7 +110,7 @@ def build(source: Path, target: Path) -> None:
     nb = py_to_notebook(source.read_text())
     keep_cell_ids(nb, target)
     seconds = execute(nb, target.parent)
-    target.write_text(nbformat.writes(nb) + "\n")
+    atomic_write_text(target, nbformat.writes(nb) + "\n")
     print(f"built and executed {target} in {seconds:.1f} s")
 
 
