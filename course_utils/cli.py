@@ -1,4 +1,4 @@
-"""The `course` command: doctor, data, release, check, grade."""
+"""The `course` command: doctor, data, cpp, release, check, grade."""
 
 from __future__ import annotations
 
@@ -24,11 +24,40 @@ def cmd_data(args) -> int:
                 file=sys.stderr,
             )
             return 2
-        folder = data.fetch_cifar10(args.root)
+        try:
+            folder = data.fetch_cifar10(args.root)
+        except data.FetchError as e:
+            print(f"course data fetch: {e}", file=sys.stderr)
+            return 1
         print(f"CIFAR-10 downloaded and verified in {folder}")
+        return 0
+    if args.action == "synthetic":
+        from course_utils.cifar_standin import write_standin
+
+        folder = write_standin(data.data_root(args.root), args.train_size, args.test_size)
+        print(
+            f"wrote a SYNTHETIC stand-in for CIFAR-10 (not CIFAR-10: {args.train_size} training "
+            f"and {args.test_size} test images of class patterns in noise) in {folder}, in "
+            "torchvision's format: torchvision.datasets.CIFAR10(root=...) loads it in programs "
+            "started by the course's slurm/ scripts or `python -m course_utils.jobs.your_program`"
+        )
         return 0
     data.cifar10(args.root, train=True)
     data.cifar10(args.root, train=False)
+    return 0
+
+
+def cmd_cpp(args) -> int:
+    from course_utils import export
+
+    source, folder = Path(args.source), Path(args.build)
+    if args.action == "configure":
+        export.configure_project(source, folder, args.cuda_toolkit)
+        print(f"configured {source} in {folder}; build it with: cmake --build {folder}")
+        return 0
+    built = export.build_project(source, folder, args.target or (), args.cuda_toolkit)
+    print(f"{source}: {'up to date' if built.up_to_date else 'built'} in {folder} "
+          f"({built.seconds:.1f} s)")  # fmt: skip
     return 0
 
 
@@ -61,11 +90,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("data", help="CIFAR-10: fetch on a login node, or show what is found")
-    p.add_argument("action", choices=["fetch", "info"])
+    p = sub.add_parser(
+        "data", help="CIFAR-10: fetch on a login node, write the synthetic stand-in, or show"
+    )
+    p.add_argument("action", choices=["fetch", "synthetic", "info"])
     p.add_argument("--root", help="data folder (default: $COURSE_DATA, else ./data)")
     p.add_argument("--force", action="store_true", help="download even inside a Slurm job")
+    p.add_argument("--train-size", type=int, default=50_000, help="synthetic: training images")
+    p.add_argument("--test-size", type=int, default=10_000, help="synthetic: test images")
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("cpp", help="build your own CMake project against the course's LibTorch")
+    p.add_argument("action", choices=["configure", "build"])
+    p.add_argument(
+        "source", help="folder of the project's CMakeLists.txt (with include(CourseTorch))"
+    )
+    p.add_argument("build", help="build folder, e.g. build/myapp")
+    p.add_argument("--target", nargs="+", help="build only these targets (default: all)")
+    p.add_argument("--cuda-toolkit", action="store_true", help="use a real CUDA toolkit (nvcc)")
+    p.set_defaults(func=cmd_cpp)
 
     p = sub.add_parser("release", help="write notebooks/ from solutions/")
     p.add_argument("--check", action="store_true", help="only verify notebooks/ is up to date")

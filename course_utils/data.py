@@ -85,7 +85,11 @@ def cifar10(
     """
     from torchvision.datasets import CIFAR10
 
+    from course_utils import cifar_standin
+
+    cifar_standin.accept_standin()  # a stand-in from `course data synthetic` loads like CIFAR-10
     folder = data_root(root)
+    cifar_standin.announced(folder)  # said below, once, with the split and size
     split = "train" if train else "test"
     try:
         dataset = CIFAR10(
@@ -100,18 +104,35 @@ def cifar10(
             )
         return dataset
     if not quiet:
-        print(f"data: CIFAR-10 from {folder} ({len(dataset)} {split} images)")
+        what = "synthetic CIFAR-10 stand-in" if cifar_standin.is_standin(folder) else "CIFAR-10"
+        print(f"data: {what} from {folder} ({len(dataset)} {split} images)")
     return dataset
 
 
+class FetchError(RuntimeError):
+    """CIFAR-10 could not be downloaded; the message says what failed and what to do."""
+
+
 def fetch_cifar10(root: str | os.PathLike | None = None) -> Path:
-    """Download CIFAR-10 into the data folder and verify its checksum (torchvision's MD5)."""
+    """Download CIFAR-10 into the data folder and verify its checksum (torchvision's MD5).
+
+    An archive copied into the folder beforehand (cifar-10-python.tar.gz) is verified and used
+    without any download. Without a network, FetchError says so in one line.
+    """
     from torchvision.datasets import CIFAR10
 
     folder = data_root(root)
     folder.mkdir(parents=True, exist_ok=True)
-    for train in (True, False):
-        CIFAR10(str(folder), train=train, download=True)
+    try:
+        for train in (True, False):
+            CIFAR10(str(folder), train=train, download=True)
+    except OSError as e:  # URLError, socket errors, a refused connection: all OSErrors
+        reason = getattr(e, "reason", None) or e
+        raise FetchError(
+            f"could not download CIFAR-10 from {CIFAR10.url} ({reason}): run `course data fetch` "
+            f"on a login node with internet, or copy {CIFAR10.filename} into {folder} and run it "
+            "again (its checksum is verified)"
+        ) from e
     return folder
 
 

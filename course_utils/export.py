@@ -351,56 +351,77 @@ def _run(cmd: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+def cmake_module_dir() -> Path:
+    """cpp/cmake: CourseTorch.cmake, the one-line include for any project using LibTorch."""
+    return cpp_source_dir() / "cmake"
+
+
+def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False) -> list[str]:
+    """The cmake command that configures `source` in `folder` against this PyTorch's LibTorch."""
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    return [
+        "cmake", "-S", str(source), "-B", str(folder), *generator,
+        f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+        f"-DCMAKE_MODULE_PATH={cmake_module_dir()}",
+        f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}",
+    ]  # fmt: skip
+
+
 def _configure(source: Path, folder: Path, use_cuda_toolkit: bool) -> None:
-    prefix = torch.utils.cmake_prefix_path
     cache = folder / "CMakeCache.txt"
+    prefix = torch.utils.cmake_prefix_path
     if cache.is_file() and f"CMAKE_PREFIX_PATH:UNINITIALIZED={prefix}\n" in cache.read_text():
         return
     shutil.rmtree(folder, ignore_errors=True)  # another PyTorch: start clean
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    _run(
-        [
-            "cmake",
-            "-S",
-            str(source),
-            "-B",
-            str(folder),
-            *generator,
-            f"-DCMAKE_PREFIX_PATH={prefix}",
-            f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}",
-        ],
-        "cmake configure",
+    _run(configure_command(source, folder, use_cuda_toolkit), "cmake configure")
+
+
+def configure_project(
+    source: str | os.PathLike, folder: str | os.PathLike, use_cuda_toolkit: bool = False
+) -> None:
+    """Configure any CMake project against this PyTorch's LibTorch (see `build_project`)."""
+    missing = toolchain_missing()
+    if missing:
+        raise CppProgramError(f"cannot build C++ here: {missing}")
+    source, folder = Path(source), Path(folder)
+    if not (source / "CMakeLists.txt").is_file():
+        raise ValueError(f"no CMakeLists.txt in {source}; pass the folder of a CMake project")
+    _configure(source, folder, use_cuda_toolkit)
+
+
+def build_project(
+    source: str | os.PathLike,
+    folder: str | os.PathLike,
+    targets=(),
+    use_cuda_toolkit: bool = False,
+) -> Build:
+    """Configure (once) and build any CMake project against this PyTorch's LibTorch.
+
+    Its CMakeLists.txt says `include(CourseTorch)` before `find_package(Torch REQUIRED)` (see
+    cpp/cmake/CourseTorch.cmake); only what changed is rebuilt. `targets`: all when empty.
+    """
+    source, folder = Path(source), Path(folder)
+    start = time.perf_counter()
+    configured = not (folder / "CMakeCache.txt").is_file()
+    configure_project(source, folder, use_cuda_toolkit)
+    chosen = ["--target", *targets] if targets else []
+    done = _run(
+        ["cmake", "--build", str(folder), "--parallel", str(allocated_cpus()), *chosen],
+        "cmake --build",
     )
+    up_to_date = "no work to do" in done.stdout or "Linking" not in done.stdout
+    return Build(folder, time.perf_counter() - start, configured, up_to_date)
 
 
 def build_programs(
     targets=PROGRAMS, folder: str | os.PathLike | None = None, use_cuda_toolkit: bool = False
 ) -> Build:
-    """Configure (once) and build the C++ programs; only changed sources are recompiled."""
-    missing = toolchain_missing()
-    if missing:
-        raise CppProgramError(f"cannot build the C++ programs: {missing}")
+    """Configure (once) and build the course's C++ programs in build/cpp."""
     unknown = set(targets) - set(PROGRAMS)
     if unknown:
         raise ValueError(f"unknown C++ program(s) {sorted(unknown)}; choose from {PROGRAMS}")
-    folder = Path(folder or build_root() / "cpp")
-    start = time.perf_counter()
-    configured = not (folder / "CMakeCache.txt").is_file()
-    _configure(cpp_source_dir(), folder, use_cuda_toolkit)
-    done = _run(
-        [
-            "cmake",
-            "--build",
-            str(folder),
-            "--parallel",
-            str(allocated_cpus()),
-            "--target",
-            *targets,
-        ],
-        "cmake --build",
-    )
-    up_to_date = "no work to do" in done.stdout or "Linking" not in done.stdout
-    return Build(folder, time.perf_counter() - start, configured, up_to_date)
+    folder = folder or build_root() / "cpp"
+    return build_project(cpp_source_dir(), folder, targets, use_cuda_toolkit)
 
 
 # ---------------------------------------------------------------------------- running

@@ -3,7 +3,7 @@
 `DistEnv.from_environ` reads torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT), else Slurm's (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS,
 SLURM_STEP_TASKS_PER_NODE, SLURM_JOB_NODELIST, SLURM_JOB_ID), else says "rank 0 of 1". Light on
-purpose: `course_utils.jobs.with_ranks` runs it in every task before a learner's program starts.
+purpose: `course_utils.jobs.your_program` runs it in every task before a learner's program starts.
 `course_utils.distributed` builds the process group on it (and re-exports these names).
 Taught in lesson 05.
 """

@@ -41,16 +41,15 @@ fi
 #     sbatch slurm/ddp_srun.sh --epochs 3              the course's program, with these options
 #     sbatch slurm/ddp_srun.sh train.py --epochs 3     your script: a path to a .py file
 #     sbatch slurm/ddp_srun.sh -m mypkg.train --lr 1   your module
-# Usage in a script: course_program [--ranks] MODULE [DEFAULT_OPTION...] -- "$@"
+# Usage in a script: course_program MODULE [DEFAULT_OPTION...] -- "$@"
 # It sets course_target, what follows `python` (or `torchrun ...`) on the srun line. The default
-# options go to the course's program only. --ranks: a program of yours starts through
-# course_utils.jobs.with_ranks, which gives it both common styles of rank variables (RANK,
-# LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and SLURM_PROCID,
-# SLURM_LOCALID, SLURM_NTASKS to match them under torchrun).
+# options go to the course's program only. Yours starts through course_utils.jobs.your_program,
+# which gives it both common styles of rank variables (RANK, LOCAL_RANK, WORLD_SIZE,
+# LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS to
+# match them under torchrun) and lets torchvision load the course's synthetic CIFAR-10 stand-in.
 course_program() {
-    local ranks=0 module defaults=()
-    if [ "$1" = --ranks ]; then ranks=1; shift; fi
-    module=$1; shift
+    local module=$1 defaults=()
+    shift
     while [ "$1" != -- ]; do defaults+=("$1"); shift; done
     shift
     if [ "${1:-}" = -m ] && [ -z "${2:-}" ]; then
@@ -61,8 +60,7 @@ course_program() {
     fi
     # shellcheck disable=SC2034  # used by the scripts that source this file
     if [ "${1:-}" = -m ] || [[ "${1:-}" == *.py ]]; then
-        course_target=("$@")
-        if [ "$ranks" = 1 ]; then course_target=(-m course_utils.jobs.with_ranks "$@"); fi
+        course_target=(-m course_utils.jobs.your_program "$@")
     else
         course_target=(-m "$module" "${defaults[@]}" "$@")
     fi

@@ -23,6 +23,6 @@ source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 course_master
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
-course_program --ranks course_utils.jobs.ddp_train -- "$@"
+course_program course_utils.jobs.ddp_train -- "$@"
 
 srun --kill-on-bad-exit=1 "${course_task[@]}" python "${course_target[@]}"

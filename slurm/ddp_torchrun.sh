@@ -21,7 +21,7 @@ source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 course_master
 export OMP_NUM_THREADS=1
-course_program --ranks course_utils.jobs.ddp_train -- "$@"
+course_program course_utils.jobs.ddp_train -- "$@"
 # At the very end, an agent may log "failed to shutdown the rendezvous ... RendezvousConnectionError"
 # with a TCPStore traceback: the first node's agent, which hosts the rendezvous store, exited first
 # (pytorch/pytorch#69197). With exit code 0 and every rank's checksum printed, the run is complete.

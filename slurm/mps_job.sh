@@ -31,7 +31,7 @@ fi
 if [ "${MPS_MODE:-ddp}" = independent ]; then  # train_cifar offsets --seed by the task number
     course_program course_utils.jobs.train_cifar --threads 1 --no-progress -- "$@"
 else
-    course_program --ranks course_utils.jobs.ddp_train --threads 1 -- "$@"
+    course_program course_utils.jobs.ddp_train --threads 1 -- "$@"
 fi
 
 srun --kill-on-bad-exit=1 "${course_task[@]}" python "${course_target[@]}"

@@ -60,3 +60,20 @@ def test_make_loader_is_reproducible():
 def test_make_loader_rejects_bad_values(kwargs, message):
     with pytest.raises(ValueError, match=message):
         data.make_loader(data.SyntheticCIFAR10(size=4), **kwargs)
+
+
+def test_fetch_without_network_ends_with_one_clear_line(tmp_path, monkeypatch, capsys):
+    import urllib.error
+
+    from course_utils.cli import main
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr("torchvision.datasets.cifar.download_and_extract_archive", offline)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert main(["data", "fetch", "--root", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not download CIFAR-10" in err[0]
+    assert "Name or service not known" in err[0] and "login node" in err[0]
+    assert f"copy cifar-10-python.tar.gz into {tmp_path}" in err[0]

@@ -74,7 +74,7 @@ def test_build_root_and_cpp_dir_follow_environment(tmp_path, monkeypatch):
 def test_toolchain_missing_names_the_tool(monkeypatch):
     monkeypatch.setenv("PATH", "")
     assert "cmake not found" in ex.toolchain_missing()
-    with pytest.raises(ex.CppProgramError, match="cannot build the C\\+\\+ programs: cmake"):
+    with pytest.raises(ex.CppProgramError, match="cannot build C\\+\\+ here: cmake"):
         ex.build_programs()
 
 

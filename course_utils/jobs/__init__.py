@@ -8,6 +8,6 @@
     gpu_demos         CUDA demonstrations that need a fresh process (lesson 03)
     cpp_demo          export, compile and run in C++ on a node (07) slurm/cpp_job.sh
     reference_gpu     record the GPU references lessons 03 and 04 show   slurm/reference_gpu.sh
-    with_ranks        start YOUR program with torchrun's and Slurm's rank variables (13)
+    your_program      start YOUR program as the slurm scripts do: rank variables, data stand-in
 Each program's options are in its `parse_args`; it imports lesson helpers, never the other way.
 """

@@ -35,14 +35,14 @@ class JobResult:
 class Job:
     """A submitted `sbatch --wait` job; `wait()` gives its JobResult."""
 
-    def __init__(self, script, *args, env=None, sbatch_args=(), output_dir=None):
+    def __init__(self, script, *args, env=None, sbatch_args=(), output_dir=None, cwd=REPO):
         folder = Path(output_dir or tempfile.mkdtemp(prefix="slurm-test-"))
         self.output_path = folder / f"{Path(script).stem}-{time.monotonic_ns()}.out"
         cmd = ["sbatch", "--wait", f"--output={self.output_path}", *sbatch_args, str(script)]
         cmd += [str(a) for a in args]
         self.start = time.perf_counter()
         self._proc = subprocess.Popen(
-            cmd, cwd=REPO, env={**os.environ, **(env or {})},
+            cmd, cwd=cwd, env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
 
@@ -70,9 +70,10 @@ class Job:
         return JobResult(code, text, time.perf_counter() - self.start)
 
 
-def submit(script, *args, env=None, sbatch_args=(), output_dir=None) -> Job:
-    """Start `sbatch --wait script args...` from the repository root; returns at once."""
-    return Job(script, *args, env=env, sbatch_args=sbatch_args, output_dir=output_dir)
+def submit(script, *args, env=None, sbatch_args=(), output_dir=None, cwd=REPO) -> Job:
+    """Start `sbatch --wait script args...` from `cwd` (the repository root unless a test
+    submits from a learner's own folder); returns at once."""
+    return Job(script, *args, env=env, sbatch_args=sbatch_args, output_dir=output_dir, cwd=cwd)
 
 
 def submit_and_wait(

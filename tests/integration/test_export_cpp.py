@@ -8,11 +8,18 @@ runs. Where cmake or a C++ compiler is missing, the tests are skipped with the r
 
 from __future__ import annotations
 
+import difflib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from course_utils import export as ex
 from course_utils.models import Net
+from course_utils.paths import REPO_ROOT
 
 pytestmark = pytest.mark.cpp
 
@@ -197,3 +204,30 @@ def test_a_crashing_loader_raises_instead_of_killing_the_kernel(model_and_packag
     message = str(failed.value)
     assert f"PyTorch {torch.__version__} crashed (signal 11 (SIGSEGV))" in message
     assert "tested with PyTorch 0.0.0" in message and "C++ loader" in message
+
+
+def test_a_researchers_cpp14_project_builds_with_one_added_line(tmp_path):
+    """The documentation's LibTorch example (C++14, CMake 3.0) fails against the course's wheel;
+    `include(CourseTorch)` before find_package(Torch) and `course cpp build` make it work."""
+    project = tmp_path / "example"
+    shutil.copytree(REPO_ROOT / "cpp" / "examples" / "documentation", project)
+    original = (project / "CMakeLists.txt").read_text()
+    with pytest.raises(ex.CppProgramError, match="cannot find the CUDA"):
+        plain = ex.configure_command(project, tmp_path / "plain")
+        plain.remove(f"-DCMAKE_MODULE_PATH={ex.cmake_module_dir()}")
+        ex._run(plain, "cmake configure")  # the documentation's way: it fails
+    fixed = original.replace(
+        "find_package(Torch REQUIRED)", "include(CourseTorch)\nfind_package(Torch REQUIRED)"
+    )
+    (project / "CMakeLists.txt").write_text(fixed)
+    changed = [line for line in difflib.ndiff(original.splitlines(), fixed.splitlines())
+               if line.startswith(("+ ", "- "))]  # fmt: skip
+    assert changed == ["+ include(CourseTorch)"]
+    course = str(Path(sys.executable).parent / "course")
+    done = subprocess.run(
+        [course, "cpp", "build", str(project), str(tmp_path / "build")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = subprocess.run([str(tmp_path / "build" / "example")], capture_output=True, text=True)
+    assert run.returncode == 0 and "[ CPUFloatType{2,3} ]" in run.stdout, run.stderr

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -206,3 +207,33 @@ def test_gpu_only_jobs_refuse_clearly_without_a_gpu(script, says, tmp_path):
         pytest.skip("this machine could really run the job: see make test-gpu")
     result = submit("slurm/" + Path(script).name, output_dir=tmp_path).wait(timeout=120)
     assert result.returncode != 0 and says in result.output, result.output
+
+
+@pytest.fixture(scope="module")
+def your_project(tmp_path_factory):
+    """A researcher's own folder outside the course: a DDP script written as the documentation's
+    example, and the synthetic stand-in written by `course data synthetic` into ./data."""
+    folder = tmp_path_factory.mktemp("your-project")
+    shutil.copy(REPO / "tests" / "assets" / "your_project" / "pytorch-ddp-test.py", folder)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "course"), "data", "synthetic", "--root", "data",
+         "--train-size", "1024", "--test-size", "64"],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("script", ["ddp_srun.sh", "ddp_torchrun.sh"])
+def test_your_own_ddp_script_runs_from_your_folder(your_project, script):
+    args = ["pytorch-ddp-test.py", "--init_method", "env://", "--world_size", "4"]
+    result = submit(REPO / "slurm" / script, *args, env=CPU, output_dir=your_project,
+                    cwd=your_project).wait(timeout=240)  # fmt: skip
+    assert result.returncode == 0, result.output
+    ranks = re.findall(r"From Rank: (\d+), world 4, checksum", result.output)
+    assert sorted(map(int, ranks)) == [0, 1, 2, 3], result.output
+    sums = set(re.findall(r"world 4, checksum ([0-9a-f]{16})", result.output))
+    assert len(sums) == 1, result.output  # one model: the replicas agree
+    assert "synthetic CIFAR-10 stand-in, not CIFAR-10" in result.output
+    assert not (REPO / "data").exists() or not (REPO / "data" / "cifar-10-batches-py").exists()

@@ -1,0 +1,83 @@
+"""course_utils.cifar_standin: the synthetic stand-in in torchvision's format, loaded unchanged."""
+
+import json
+import pickle
+
+import pytest
+import torch
+from torchvision.datasets import CIFAR10
+from torchvision.transforms import ToTensor
+
+from course_utils import cifar_standin, data
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    cifar_standin.write_standin(root, train_size=60, test_size=20, seed=3)
+    return root
+
+
+def test_torchvision_loads_the_standin_unchanged(standin, capsys):
+    cifar_standin.accept_standin()
+    train = CIFAR10(root=str(standin), train=True, download=False, transform=ToTensor())
+    test = CIFAR10(root=str(standin), train=False, download=False)
+    assert (len(train), len(test)) == (60, 20) and train.classes == list(data.CIFAR10_CLASSES)
+    image, label = train[7]
+    assert image.shape == (3, 32, 32) and 0 <= label < 10
+    assert "synthetic CIFAR-10 stand-in, not CIFAR-10" in capsys.readouterr().err
+
+
+def test_the_round_trip_keeps_images_and_labels(standin):
+    """What torchvision reads back is the course's SyntheticCIFAR10, quantized to bytes as real
+    images are (values beyond the 0..255 range clip, as in any 8-bit image)."""
+    cifar_standin.accept_standin()
+    original = data.SyntheticCIFAR10(train=False, size=20, seed=3)
+    mean = torch.tensor(data.CIFAR10_MEAN)[:, None, None]
+    std = torch.tensor(data.CIFAR10_STD)[:, None, None]
+    back = CIFAR10(root=str(standin), train=False, download=False, transform=ToTensor())
+    for i in (0, 19):
+        image, label = back[i]
+        assert label == int(original.targets[i])
+        pixels = original.data[i] * std + mean
+        inside = (pixels > 0) & (pixels < 1)
+        assert inside.float().mean() > 0.9  # most pixels need no clipping
+        assert (image - pixels)[inside].abs().max() <= 0.5 / 255 + 1e-6  # rounding only
+
+
+def test_a_damaged_standin_is_still_refused(tmp_path):
+    cifar_standin.write_standin(tmp_path, train_size=10, test_size=5)
+    batch = tmp_path / cifar_standin.FOLDER / "test_batch"
+    batch.write_bytes(batch.read_bytes()[:-100])  # a truncated copy
+    cifar_standin.accept_standin()
+    with pytest.raises(RuntimeError, match="not found or corrupted"):
+        CIFAR10(root=str(tmp_path), train=False, download=False)
+
+
+def test_it_says_it_is_synthetic_everywhere(standin):
+    folder = standin / cifar_standin.FOLDER
+    manifest = json.loads((folder / cifar_standin.MANIFEST).read_text())
+    assert manifest["synthetic"] and "not CIFAR-10" in manifest["what"]
+    with open(folder / "data_batch_1", "rb") as f:
+        assert "not CIFAR-10" in pickle.load(f, encoding="latin1")["batch_label"]
+    assert cifar_standin.is_standin(standin)
+
+
+def test_course_data_cifar10_says_it_found_the_standin(standin, capsys):
+    dataset = data.cifar10(standin, train=False)
+    assert len(dataset) == 20
+    out = capsys.readouterr()
+    assert out.out.startswith("data: synthetic CIFAR-10 stand-in from") and out.err == ""
+
+
+def test_real_data_is_never_overwritten(tmp_path):
+    folder = tmp_path / cifar_standin.FOLDER
+    folder.mkdir()
+    (folder / "data_batch_1").write_bytes(b"real CIFAR-10")
+    with pytest.raises(ValueError, match="holds CIFAR-10 already"):
+        cifar_standin.write_standin(tmp_path, 10, 5)
+
+
+def test_sizes_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="test_size=0 must be at least 1"):
+        cifar_standin.write_standin(tmp_path, 10, 0)
