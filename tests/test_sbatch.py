@@ -1,0 +1,61 @@
+"""course_utils.sbatch: headers read as sbatch reads them."""
+
+import pytest
+
+from course_utils import sbatch
+from course_utils.paths import REPO_ROOT
+
+
+def test_reads_long_short_and_spaced_options_until_the_first_command():
+    script = """#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=4
+#SBATCH -c 8
+#SBATCH --gres=gpu:a100:4   # four per node
+#SBATCH --time 1-02:30:00
+#SBATCH --mem=64G
+#SBATCH --requeue
+# a comment
+srun python train.py
+#SBATCH --time=00:05:00
+"""
+    request = sbatch.read_request(script)
+    assert (request.nodes, request.tasks, request.tasks_per_node) == (2, 8, 4)
+    assert (request.cpus_per_task, request.gpus_per_node) == (8, 4)
+    assert request.minutes == 1 * 1440 + 2 * 60 + 30  # the line after srun is not read
+    assert request.mem_mb == 64 * 1024 and "--requeue" in request.options
+
+
+@pytest.mark.parametrize(
+    ("spec", "mins"),
+    [("90", 90), ("5:30", 5.5), ("1:00:00", 60), ("2-0", 2880), ("1-1:30", 1530),
+     ("0-00:15:00", 15)],
+)  # fmt: skip
+def test_minutes(spec, mins):
+    assert sbatch.minutes(spec) == mins
+
+
+@pytest.mark.parametrize(("spec", "mb"), [("4000", 4000), ("500M", 500), ("8G", 8192)])
+def test_memory(spec, mb):
+    assert sbatch.memory_mb(spec) == mb
+
+
+def test_bad_values_name_the_value_and_the_form():
+    with pytest.raises(ValueError, match=r"--time='one hour' is not a Slurm time"):
+        sbatch.minutes("one hour")
+    with pytest.raises(ValueError, match=r"--mem='lots'"):
+        sbatch.memory_mb("lots")
+
+
+def test_gpus_from_gres_gpus_per_node_and_gpus():
+    assert sbatch.read_request("#SBATCH --gpus-per-node=2").gpus_per_node == 2
+    assert sbatch.read_request("#SBATCH -N 2\n#SBATCH --gpus=4").gpus_per_node == 2
+    assert sbatch.read_request("#SBATCH --gres=gpu").gpus_per_node == 1
+    assert sbatch.read_request("#SBATCH --mem-per-cpu=2G -c 4").mem_mb == 8192
+
+
+def test_every_course_script_states_its_time_and_reads_back():
+    for path in (REPO_ROOT / "slurm").glob("*.sh"):
+        if path.name in ("config.sh", "interactive.sh"):
+            continue
+        request = sbatch.read_request(path.read_text())
+        assert request.minutes and request.minutes <= 120, path.name
