@@ -346,6 +346,8 @@ def _error_lines(lines: list[str]) -> list[list[str]]:
         while i < len(lines) and not lines[i].startswith("Traceback"):
             if re.match(r"^(\[?[EWI]\d{4} |\*{5}|\[rank\d+\]:)", lines[i]):
                 break  # torchrun's own log lines and PyTorch's C++ warnings end the message
+            if message and lines[i].startswith(" "):
+                break  # another rank's frames, printed into the middle of this traceback
             message.append(lines[i].rstrip())
             i += 1
         found.append([m for m in message if m])

@@ -18,6 +18,6 @@ course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^
 source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_job_venv
 
-course_program course_utils.jobs.train_cifar --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress -- "$@"
+course_program course_utils.jobs.train_cifar --no-progress -- "$@"
 
 srun "${course_task[@]}" python "${course_target[@]}"

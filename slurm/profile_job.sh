@@ -23,6 +23,6 @@ course_activate
 command -v nsys >/dev/null || { echo "nsys not found: load your site's Nsight Systems module" >&2; exit 1; }
 mkdir -p runs
 
-course_program course_utils.jobs.train_cifar --max-steps 50 --num-workers "$((SLURM_CPUS_PER_TASK - 1))" --no-progress -- "$@"
+course_program course_utils.jobs.train_cifar --max-steps 50 --no-progress -- "$@"
 
 srun nsys profile --trace=cuda,nvtx,osrt --sample=none --force-overwrite=true --output="runs/profile-${SLURM_JOB_ID}" python "${course_target[@]}"

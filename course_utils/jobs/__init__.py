@@ -1,6 +1,9 @@
 """Programs a launcher starts: `python -m course_utils.jobs.NAME`, under srun or torchrun.
 
     train_cifar       lesson 02's training script: one device       slurm/cpu_job.sh, gpu_job.sh
+    single_process    the smallest training program (lesson 05's starting point)
+    ddp_minimal       the same, data-parallel: lesson 05's diff
+    ddp_exercise      runs a learner's train_ddp under torchrun (exercise 05.1's check)
     ddp_train         the same with DistributedDataParallel         slurm/ddp_srun.sh, ...
     fsdp_demo         FSDP2 `fully_shard` on 2 ranks (lesson 05)
     lightning_train   the same training with Lightning (lesson 05)

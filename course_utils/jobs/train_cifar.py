@@ -26,7 +26,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument(
+        "--num-workers", type=int, default=None,
+        help="DataLoader workers (default: one per allocated CPU on a GPU, none on the CPU)",
+    )  # fmt: skip
     p.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: allocated CPUs)"
     )
@@ -63,17 +66,21 @@ def main(argv=None) -> int:
     # The documentation's pattern: --disable-cuda wins, else the best device for this task.
     prefer = "cpu" if args.disable_cuda else None
     device = local_device(env.local_rank, env.local_world_size, prefer)
-    print(f"device {device}, {threads} torch threads, {hpc.allocated_cpus()} allocated CPUs")
+    workers = hpc.loader_workers(device) if args.num_workers is None else args.num_workers
+    print(
+        f"device {device}, {threads} torch threads, {hpc.allocated_cpus()} allocated CPUs, "
+        f"{workers} DataLoader workers"
+    )
 
     # Read the data; it is scaled and converted to tensors by the dataset; load in batches.
     train_set = data.cifar10(args.data_root, train=True)
     test_set = data.cifar10(args.data_root, train=False)
     pin = device.type == "cuda"
     train_loader = data.make_loader(
-        train_set, args.batch_size, num_workers=args.num_workers, pin_memory=pin, seed=seed
+        train_set, args.batch_size, num_workers=workers, pin_memory=pin, seed=seed
     )
     test_loader = data.make_loader(
-        test_set, 512, shuffle=False, num_workers=args.num_workers, pin_memory=pin
+        test_set, 512, shuffle=False, num_workers=workers, pin_memory=pin
     )
     # Design the network; define loss and optimizer.
     model = models.Net().to(device)

@@ -1,0 +1,64 @@
+"""The same program, data-parallel: `jobs/single_process.py` plus the DDP diff (lesson 05).
+
+    torchrun --standalone --nproc-per-node=2 -m course_utils.jobs.ddp_minimal --batch-size 32
+
+What changes: join a process group; pick this rank's device; give each rank its share of the
+data (DistributedSampler, set_epoch); wrap the model in DistributedDataParallel (gradients are
+averaged during backward); let rank 0 alone print and save. 2 ranks x batch 32 train like one
+process with batch 64. course_utils/jobs/ddp_train.py is the full program with options.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+
+from course_utils import distributed, models
+from course_utils.data import SyntheticCIFAR10
+from course_utils.device import local_device
+
+
+def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> torch.nn.Module:
+    """`steps` SGD steps on this rank's share of each global batch (one epoch at most)."""
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)
+    sampler.set_epoch(0)  # a new shuffle each epoch, the same on every rank
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for step, (inputs, targets) in enumerate(loader):
+        if step == steps:
+            break
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss_fn(ddp(inputs), targets).backward()
+        optimizer.step()
+    return model
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--save", default=None, help="rank 0 saves the final state_dict here")
+    args = p.parse_args(argv)
+    env = distributed.init_process_group()
+    device = local_device(env.local_rank, env.local_world_size)
+    torch.manual_seed(0)
+    model = models.Net().to(device)
+    dataset = SyntheticCIFAR10(size=1024)
+    train(model, dataset, args.batch_size, args.lr, args.steps, device)
+    distributed.print_line(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}")
+    if args.save and distributed.is_main_process():
+        torch.save(model.state_dict(), args.save)
+    distributed.barrier()
+    distributed.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    distributed.exit_now(main())

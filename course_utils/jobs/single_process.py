@@ -1,0 +1,57 @@
+"""One process, one device: the smallest training program (lesson 05's starting point).
+
+    python -m course_utils.jobs.single_process --batch-size 64 --steps 8
+
+course_utils/jobs/ddp_minimal.py is the same program made data-parallel; lesson 05 shows the two
+side by side as a diff. Both print a checksum of the final parameters and can save them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+
+from course_utils import models
+from course_utils.data import SyntheticCIFAR10
+from course_utils.device import pick_device
+
+
+def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> torch.nn.Module:
+    """`steps` SGD steps of `model` on shuffled batches of `dataset` (one epoch at most)."""
+    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    for step, (inputs, targets) in enumerate(loader):
+        if step == steps:
+            break
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad()
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+    return model
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--save", default=None, help="save the final state_dict here")
+    args = p.parse_args(argv)
+    device = pick_device()
+    torch.manual_seed(0)
+    model = models.Net().to(device)
+    dataset = SyntheticCIFAR10(size=1024)
+    train(model, dataset, args.batch_size, args.lr, args.steps, device)
+    print(f"parameter checksum {models.parameter_hash(model)}")
+    if args.save:
+        torch.save(model.state_dict(), args.save)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
