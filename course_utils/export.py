@@ -19,6 +19,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -270,23 +271,39 @@ def load_package(path: str | os.PathLike):
 # ---------------------------------------------------------------------------- TorchScript
 
 
+_NOTED: set[str] = set()  # TorchScript warnings already shown in this process
+_DEPRECATED = re.compile(r"^`([\w.]+)` is deprecated")
+
+
 @contextlib.contextmanager
 def _torchscript_notes(api: str):
-    """Catch the warnings TorchScript emits and print each distinct one as one stdout line.
+    """Catch the warnings TorchScript emits and show each one once, in one short stdout line.
 
-    torch.jit emits a FutureWarning per call (deprecated in favour of torch.export); as
-    warnings they would go to stderr once per location, which makes notebook output vary.
+    torch.jit emits a FutureWarning per function on every call (deprecated in favour of
+    torch.export); as warnings they would go to stderr once per location and repeat in every
+    cell. Deprecations are gathered into one line per call that names what is new; other
+    warnings (a TracerWarning) show their first sentence, once per process.
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
-    messages = dict.fromkeys(
-        f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught
-    )
-    if not any(m.startswith("FutureWarning") for m in messages):
-        print(f"note: {api} is legacy TorchScript, deprecated in favour of torch.export")
-    for message in messages:
-        print(f"note: {message}")
+    deprecated, others = [], []
+    for w in caught:
+        text = str(w.message).strip().splitlines()[0]
+        m = _DEPRECATED.match(text)
+        if m and issubclass(w.category, FutureWarning):
+            deprecated.append(m[1])
+        else:
+            others.append(f"{w.category.__name__}: {text.split('. ')[0].rstrip('.')}")
+    if not deprecated and f"legacy:{api}" not in _NOTED:
+        deprecated.append(api)  # older PyTorch does not warn: say it anyway
+    new = [name for name in dict.fromkeys(deprecated) if name not in _NOTED]
+    if new:
+        print(f"note: deprecated, use torch.export: {', '.join(new)}")
+    for message in dict.fromkeys(others):
+        if message not in _NOTED:
+            print(f"note: {message}")
+    _NOTED.update(new, others, [f"legacy:{api}"])
 
 
 def torchscript_load(path: str | os.PathLike):

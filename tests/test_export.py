@@ -86,11 +86,17 @@ def test_unknown_program_and_missing_binary(tmp_path):
         ex.run_program(tmp_path / "aoti_run")
 
 
-def test_torchscript_warnings_become_one_line_each(tmp_path, capsys):
+def test_torchscript_warnings_are_shown_once_each_in_short_lines(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ex, "_NOTED", set())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning escaping the helper fails the test
         ex.torchscript_script(_net(), tmp_path / "s.pt")
-    lines = capsys.readouterr().out.splitlines()
-    assert lines and all(line.startswith("note: ") for line in lines)
-    assert any("deprecated" in line for line in lines)
-    assert len(lines) == len(set(lines))
+        first = capsys.readouterr().out.splitlines()
+        ex.torchscript_script(_net(), tmp_path / "s2.pt")
+        second = capsys.readouterr().out.splitlines()
+        ex.torchscript_load(tmp_path / "s.pt")
+        third = capsys.readouterr().out.splitlines()
+    assert len(first) == 1 and first[0].startswith("note: deprecated, use torch.export: ")
+    assert "torch.jit.script" in first[0] and "torch.jit.save" in first[0]
+    assert second == []  # nothing new: nothing printed
+    assert third == ["note: deprecated, use torch.export: torch.jit.load"]
