@@ -36,10 +36,6 @@ from course_utils.hpc import allocated_cpus
 from course_utils.paths import REPO_ROOT
 from course_utils.processes import exit_description
 
-# Inductor's C++ toolchain probe logs "No CUDA runtime is found" on CPU machines with a CUDA
-# wheel; it says nothing about the CPU package being built.
-logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-
 PROGRAMS = ("cuda_check", "aoti_run", "ts_run")
 SAMPLE_SHAPE = (3, 32, 32)  # one CIFAR-10 image
 SHAPE_KEY = "course.input_shape"  # metadata key the C++ loaders check inputs against

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import Counter
@@ -36,6 +37,20 @@ def profile_call(fn, *args, trace_path: str | os.PathLike | None = None, cuda=Fa
         Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace_path))
     return prof
+
+
+@contextlib.contextmanager
+def nvtx_range(name: str, enabled: bool = True):
+    """An NVTX range around a block, so that Nsight Systems' timeline shows it by name
+    (slurm/profile_job.sh records NVTX); a no-op when not enabled (no GPU)."""
+    if not enabled:
+        yield
+        return
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
 
 
 def read_trace(path: str | os.PathLike) -> list[dict]:

@@ -48,6 +48,7 @@ class Recipe:
     channels_last: bool = False  # model and inputs in NHWC memory format
     autocast: str | None = None  # "bf16" or "fp16": the forward pass under torch.autocast
     compile: bool = False  # torch.compile the model
+    compile_mode: str | None = None  # "reduce-overhead": CUDA graphs (replay whole steps)
     loader: str = "dataloader"  # "memory": shuffled batches sliced from tensors on the device
     tf32: bool = False  # TF32 matmuls and convolutions (CUDA only)
     cudnn_benchmark: bool = False  # let cuDNN pick the fastest convolution algorithm (CUDA)
@@ -116,6 +117,10 @@ def tuning_steps(
              why="tensor-core float32 and the fastest convolution algorithm for these shapes"),
         Step("torch.compile", {"compile": True},
              why="fused kernels, less Python per step (compiles on the first steps)"),
+        Step("CUDA graphs (compile mode reduce-overhead)",
+             {"compile": True, "compile_mode": "reduce-overhead"}, needs="cuda",
+             why="record the step's kernel launches once, replay them: no launch overhead per "
+                 "kernel; needs static shapes and no host sync inside the step"),
         Step("batches from memory", {"loader": "memory", "num_workers": 0, "pin_memory": False},
              why="the whole data set as one tensor on the device: no per-image collate, no copy"),
     ]  # fmt: skip
@@ -203,7 +208,7 @@ def build(recipe: Recipe, device, seed: int = 0) -> tuple[nn.Module, torch.optim
         model = model.to(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9)
     if recipe.compile:
-        model = torch.compile(model)
+        model = torch.compile(model, mode=recipe.compile_mode)
     return model, optimizer
 
 
@@ -389,6 +394,18 @@ def results_table(results: list[StepResult]) -> str:
 
     rows = [[r.step, rate(r.images_per_second), rate(r.best_per_second), r.note] for r in results]
     return text_table(["step", "images/s", "best, side by side", "verdict"], rows, right=[1, 2])
+
+
+def line_report(profiler) -> str:
+    """line_profiler's report, with the file named relative to the course folder (not the
+    installation path) and times in milliseconds."""
+    import io
+
+    from course_utils.paths import REPO_ROOT
+
+    text = io.StringIO()
+    profiler.print_stats(stream=text, output_unit=1e-3)
+    return text.getvalue().replace(f"{REPO_ROOT}/", "")
 
 
 def time_loader(loader, batches: int) -> float:

@@ -8,20 +8,15 @@ call's tensors live on. `naive_vs_synced` shows what goes wrong without that.
 
 from __future__ import annotations
 
-import logging
 import statistics
 import time
 import timeit
 from dataclasses import dataclass
 
 import torch
+import torch.utils.benchmark as benchmark
 
 from course_utils.device import synchronize
-
-# torch.utils.benchmark imports cpp_extension, which warns "No CUDA runtime is found" on CPU-only
-# machines that have a CUDA toolkit; that line says nothing about timing and confuses learners.
-logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-import torch.utils.benchmark as benchmark  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from course_utils.device import synchronize
+from course_utils.profiling import nvtx_range
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,18 @@ def _run(model, loader, device, step, desc, progress, max_steps, non_blocking, c
     batches = tqdm(
         loader, desc=desc, leave=False, disable=not progress, total=_length(loader, max_steps)
     )
+    mark = device.type == "cuda"  # NVTX ranges: named steps in an Nsight Systems timeline
     for i, (inputs, targets) in enumerate(batches):
         if max_steps is not None and i >= max_steps:
             break
-        inputs = inputs.to(device, non_blocking=non_blocking)
-        targets = targets.to(device, non_blocking=non_blocking)
-        if channels_last:
-            inputs = inputs.contiguous(memory_format=torch.channels_last)
-        loss, outputs = step(inputs, targets)
+        with nvtx_range(f"{desc} step {i}", mark):
+            with nvtx_range("copy to device", mark):
+                inputs = inputs.to(device, non_blocking=non_blocking)
+                targets = targets.to(device, non_blocking=non_blocking)
+            if channels_last:
+                inputs = inputs.contiguous(memory_format=torch.channels_last)
+            with nvtx_range("forward, backward, optimizer", mark):
+                loss, outputs = step(inputs, targets)
         # .item() forces a device sync per batch; accumulate on the device instead.
         total_loss = total_loss + loss.detach() * targets.size(0)
         correct = correct + (outputs.argmax(1) == targets).sum()

@@ -25,6 +25,8 @@ cat <<INFO
 JupyterLab on node ${SLURMD_NODENAME:-$(hostname -s)}, port $port. On your laptop run
     ssh -N -L 8888:localhost:$port -J ${USER:-you}@<login node> ${USER:-you}@${SLURMD_NODENAME:-$(hostname -s)}
 then open http://localhost:8888/lab?token=$token
+TensorBoard (lesson 08): in a JupyterLab terminal run  tensorboard --logdir runs --port 6006
+and add  -L 6006:localhost:6006  to the ssh command above; open http://localhost:6006
 INFO
 
 srun jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 --IdentityProvider.token="$token" --ServerApp.root_dir="$COURSE_DIR/notebooks" "${root_flag[@]}"

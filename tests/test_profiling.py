@@ -2,6 +2,7 @@
 
 import torch
 
+from course_utils import profiling
 from course_utils.profiling import busiest, profile_call, read_trace
 
 
@@ -16,3 +17,16 @@ def test_profile_call_exports_and_reads_back_a_trace(tmp_path):
     assert all(e["ph"] == "X" for e in events)
     top = dict(busiest(events, top=50))
     assert "aten::mm" in top and top["aten::mm"] > 0
+
+
+def test_nvtx_ranges_name_the_block_and_nest(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda name: calls.append(("push", name)))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: calls.append(("pop",)))
+    with profiling.nvtx_range("train step 0"):
+        with profiling.nvtx_range("forward"):
+            pass
+    assert calls == [("push", "train step 0"), ("push", "forward"), ("pop",), ("pop",)]
+    with profiling.nvtx_range("off", enabled=False):
+        pass
+    assert len(calls) == 4  # disabled: nothing recorded (a CPU run)

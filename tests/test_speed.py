@@ -236,3 +236,22 @@ def test_measure_on_gpu_with_every_step():
 def test_the_cpu_job_script_sets_the_same_malloc_tunables():
     script = (REPO_ROOT / "slurm" / "cpu_job.sh").read_text()
     assert f':}}{speed.MALLOC_TUNABLES}"' in script  # appended to any GLIBC_TUNABLES set before
+
+
+def test_cuda_graphs_step_compiles_in_reduce_overhead_mode(monkeypatch):
+    step = next(s for s in speed.tuning_steps(cpus=2) if s.name.startswith("CUDA graphs"))
+    assert step.needs == "cuda" and not step.applies_to("cpu")
+    assert step.changes == {"compile": True, "compile_mode": "reduce-overhead"}
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda model, mode=None: modes.append(mode) or model)
+    speed.build(speed.Recipe(**step.changes), "cpu")
+    speed.build(speed.Recipe(compile=True), "cpu")
+    assert modes == ["reduce-overhead", None]
+
+
+def test_line_report_names_the_file_inside_the_course(monkeypatch):
+    model, optimizer = speed.build(speed.NAIVE, "cpu")
+    loader = speed.make_loader(speed.NAIVE, TINY, "cpu")
+    profiler, _ = speed.profile_lines(speed.documentation_loop, model, loader, optimizer, steps=1)
+    report = speed.line_report(profiler)
+    assert "File: course_utils/speed.py" in report and str(REPO_ROOT) not in report

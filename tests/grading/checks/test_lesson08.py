@@ -35,38 +35,26 @@ def test_time_loader():
     assert run_check("08.1", _stub).verdict == "not attempted yet"
 
 
-def _gpu_loader(dataset, batch_size, cpus, device):
-    return torch.utils.data.DataLoader(
-        dataset, batch_size, shuffle=True, num_workers=cpus,
-        pin_memory=device.type == "cuda", persistent_workers=cpus > 0,
-    )  # fmt: skip
+def _bottleneck(loader_rate, compute_rate, measured_rate):
+    limit = "loader" if loader_rate < compute_rate else "compute"
+    return limit, min(loader_rate, compute_rate) / measured_rate
 
 
-def test_gpu_loader():
-    assert run_check("08.2", _gpu_loader).passed
+def test_bottleneck():
+    assert run_check("08.2", _bottleneck).passed
 
-    def always_pinned(dataset, batch_size, cpus, device):
-        return torch.utils.data.DataLoader(
-            dataset,
-            batch_size,
-            shuffle=True,
-            num_workers=cpus,
-            pin_memory=True,
-            persistent_workers=cpus > 0,
-        )
+    def faster_part(loader_rate, compute_rate, measured_rate):  # names the faster part
+        limit = "loader" if loader_rate > compute_rate else "compute"
+        return limit, min(loader_rate, compute_rate) / measured_rate
 
-    wrong = run_check("08.2", always_pinned)
-    assert wrong.message == (
-        "gpu_loader(dataset, 32, cpus=1, device='cpu'): expected pin_memory=False (pin only when "
-        "copying to a GPU), got pin_memory=True"
-    )
+    wrong = run_check("08.2", faster_part)
+    assert "expected 'loader', got 'compute'" in wrong.message
 
-    def no_persistence(dataset, batch_size, cpus, device):
-        return torch.utils.data.DataLoader(
-            dataset, batch_size, shuffle=True, num_workers=cpus, pin_memory=device.type == "cuda"
-        )
+    def sum_bound(loader_rate, compute_rate, measured_rate):  # no overlap assumed
+        return _bottleneck(loader_rate, compute_rate, measured_rate)[0], 1.0
 
-    assert "persistent_workers=True" in run_check("08.2", no_persistence).message
+    bound = run_check("08.2", sum_bound)
+    assert bound.verdict == "failed" and "expected at most 1.25x" in bound.message
     assert run_check("08.2", _stub).verdict == "not attempted yet"
 
 
@@ -118,8 +106,26 @@ def test_fast_step():
     assert run_check("08.3", _stub).verdict == "not attempted yet"
 
 
-def test_scaling_efficiency():
-    assert run_check("08.4", lambda r1, rn, n: rn / (n * r1)).passed
-    wrong = run_check("08.4", lambda r1, rn, n: rn / r1)  # the speedup, not the efficiency
-    assert wrong.message == "scaling_efficiency(1000.0, 1800.0, 2): expected 0.9, got 1.8"
+def _gpus_to_ask_for(rates, images, hours_limit):
+    fitting = [n for n in sorted(rates) if images / rates[n] / 3600 <= hours_limit]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda n: n * images / rates[n])
+
+
+def test_gpus_to_ask_for():
+    assert run_check("08.4", _gpus_to_ask_for).passed
+
+    def most_gpus(rates, images, hours_limit):  # the fastest, whatever it costs
+        return max(rates)
+
+    wrong = run_check("08.4", most_gpus)
+    assert "expected 1 GPUs (10.0 GPU-hours, 10.0 h)" in wrong.message
+    assert "got 8 (16.7 GPU-hours)" in wrong.message
+
+    def ignores_the_limit(rates, images, hours_limit):
+        return min(rates, key=lambda n: n * images / rates[n])
+
+    late = run_check("08.4", ignores_the_limit)
+    assert "hours_limit=6" in late.message and "expected 2 GPUs" in late.message
     assert run_check("08.4", _stub).verdict == "not attempted yet"
