@@ -260,3 +260,14 @@ def _synchronize_accelerator() -> None:
         synchronize(torch.device("cuda", torch.cuda.current_device()))
     elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         synchronize(torch.device("mps"))
+
+
+def suggest_threads(load: CpuLoad, allocated: int) -> int:
+    """Threads for PyTorch's CPU work: all `allocated` CPUs, or one when other work competes.
+
+    An op on n threads ends when its slowest thread does; on cores shared with other processes a
+    descheduled thread stalls the whole op, and one thread loses far less (lesson 03 measures it).
+    """
+    if allocated < 1:
+        raise ValueError(f"allocated={allocated} CPUs: must be at least 1 (hpc.allocated_cpus())")
+    return 1 if load.contended else allocated

@@ -128,3 +128,10 @@ def test_images_per_second_counts_the_inputs_of_tuple_batches_and_checks_warmup(
     assert timing.images_per_second(lambda b: None, batches, warmup=1) > 0
     with pytest.raises(ValueError, match="warmup=3 must leave batches to time: got 3 batches"):
         timing.images_per_second(lambda b: None, batches, warmup=3)
+
+
+def test_suggest_threads_uses_one_thread_only_when_other_work_competes():
+    assert timing.suggest_threads(timing.CpuLoad(5.2, 2, 0.97), allocated=2) == 1
+    assert timing.suggest_threads(timing.CpuLoad(1.9, 2, 0.01), allocated=2) == 2
+    with pytest.raises(ValueError, match="allocated=0 CPUs"):
+        timing.suggest_threads(timing.CpuLoad(0.0, 2, 0.0), allocated=0)
