@@ -1,12 +1,15 @@
 """A toy model of an asynchronous GPU, for demos and checks that must run on a CPU.
 
-It models the two rules lesson 03 is about, nothing more:
+It models the rules lesson 03 is about, nothing more:
 - `SimulatedDevice`: a kernel launch returns to the host at once while the work runs later, so
   a host clock read before `synchronize()` measures the launch, not the work.
+  `SimulatedTrainStep` is a training step on it: host work, queued device work, and a one-time
+  cost on the first call, so a throughput measurement can be checked deterministically.
 - `StreamRecorder`: a stand-in for `torch.cuda` (Stream, stream, current_stream,
-  default_stream, synchronize) that records what code does with streams, and
-  `stream_hazards` names the races in that record (PyTorch's CUDA notes: a side stream must
-  wait for the producer, and a tensor used on another stream needs `record_stream`).
+  default_stream, synchronize) that records which stream made and read each tensor, and
+  `stream_hazards` names the races in that record (PyTorch's CUDA notes: a stream that reads a
+  tensor another stream made must wait for it, and needs `record_stream` so that the tensor's
+  memory is not reused while it still reads it).
 Neither runs anything on a GPU; the lesson's gated cells do that.
 """
 
@@ -29,6 +32,10 @@ class SimulatedDevice:
         """The host clock (use it where real code would call time.perf_counter)."""
         return self.now
 
+    def host(self, seconds: float) -> None:
+        """The host works for `seconds` (Python, data preparation): only its clock moves."""
+        self.now += seconds
+
     def launch(self, seconds: float) -> None:
         """Queue `seconds` of device work; the host only pays the launch overhead."""
         self.now += self.launch_overhead
@@ -41,6 +48,41 @@ class SimulatedDevice:
     def synchronize(self) -> None:
         """Block the host until the queue is empty, like torch.cuda.synchronize()."""
         self.now = max(self.now, self.busy_until)
+
+
+class SimulatedTrainStep:
+    """One training step on a SimulatedDevice: `host_seconds` on the host, then device work.
+
+    The device work is `device_seconds_per_image` per image of the batch (anything with a len).
+    The first call also pays `first_call_seconds` on the host, as a real first step does: CUDA
+    context and library handles, cuDNN autotuning (benchmark=True), the caching allocator growing
+    its pool. `calls` counts the steps taken.
+    """
+
+    def __init__(
+        self,
+        device: SimulatedDevice,
+        host_seconds: float = 4e-3,
+        device_seconds_per_image: float = 0.25e-3,
+        first_call_seconds: float = 0.5,
+    ):
+        self.device = device
+        self.host_seconds = host_seconds
+        self.device_seconds_per_image = device_seconds_per_image
+        self.first_call_seconds = first_call_seconds
+        self.calls = 0
+
+    def __call__(self, batch) -> None:
+        if self.calls == 0:
+            self.device.host(self.first_call_seconds)
+        self.calls += 1
+        self.device.host(self.host_seconds)
+        self.device.launch(len(batch) * self.device_seconds_per_image)
+
+
+# Ops that read only a tensor's shape, dtype and device, never its values: no stream ordering
+# is needed to run them.
+_METADATA_ONLY = {"ones_like", "zeros_like", "empty_like", "full_like", "rand_like", "randn_like"}
 
 
 class FakeStream:
@@ -59,21 +101,51 @@ class FakeStream:
 
 class _RecordedTensor(torch.Tensor):
     recorder: StreamRecorder  # set on the per-recorder subclass
+    label: str  # set on every tracked tensor and every result of an op on one
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        result = super().__torch_function__(func, types, args, kwargs or {})
-        if isinstance(result, torch.Tensor):
-            name = getattr(func, "__name__", str(func))
-            cls.recorder.log.append(("op", cls.recorder.current.name, name))
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        reads = _reads(name, args, kwargs)
+        result = super().__torch_function__(func, types, args, kwargs)
+        if isinstance(result, torch.Tensor) or name == "backward":
+            cls.recorder._op(name, reads, result)
         return result
 
     def record_stream(self, stream) -> None:  # noqa: D102 (mirrors torch.Tensor.record_stream)
-        type(self).recorder.log.append(("record_stream", stream.name))
+        type(self).recorder.log.append(("record_stream", self.label, stream.name))
+
+
+def _reads(name: str, args, kwargs) -> tuple[str, ...]:
+    """Labels of the recorded tensors whose values `name(*args, **kwargs)` reads."""
+    if name in _METADATA_ONLY:
+        return ()
+    if name == "backward":
+        # The autograd engine orders the graph's own tensors (each backward op runs on its
+        # forward op's stream); only the initial gradient is the caller's to order.
+        gradient = kwargs.get("gradient", args[1] if len(args) > 1 else None)
+        return _labels([gradient])
+    return _labels([*args, *kwargs.values()])
+
+
+def _labels(values) -> tuple[str, ...]:
+    found = []
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            found.extend(_labels(v))
+        elif isinstance(v, _RecordedTensor) and hasattr(v, "label") and v.label not in found:
+            found.append(v.label)
+    return tuple(found)
 
 
 class StreamRecorder:
-    """Pass it where code expects `torch.cuda`; `log` lists waits, ops and record_stream calls."""
+    """Pass it where code expects `torch.cuda`; `log` lists what each stream made and read.
+
+    Entries: ("made", stream, tensor), ("op", stream, name, tensors read, tensor made),
+    ("wait", waiter, producer), ("record_stream", tensor, stream), ("host_wait", stream),
+    ("sync_all",). Tensors are named by label: the name given to `track`, else "the <op> result".
+    """
 
     def __init__(self):
         self.log: list[tuple] = []
@@ -103,41 +175,100 @@ class StreamRecorder:
     def synchronize(self, device=None) -> None:
         self.log.append(("sync_all",))
 
-    def track(self, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` as a subclass whose ops and record_stream calls land in the log."""
-        return tensor.as_subclass(self._tensor_cls)
+    def track(self, tensor: torch.Tensor, label: str = "A") -> torch.Tensor:
+        """`tensor`, made on the current stream, as a subclass whose use lands in the log."""
+        tracked = tensor.as_subclass(self._tensor_cls)
+        tracked.label = label
+        self.log.append(("made", self.current.name, label))
+        return tracked
+
+    def _op(self, name: str, reads: tuple[str, ...], result) -> None:
+        made = None
+        if isinstance(result, _RecordedTensor):
+            if not hasattr(result, "label"):  # a new tensor (in-place results keep theirs)
+                result.label = f"the {name} result"
+            made = result.label
+        self.log.append(("op", self.current.name, name, reads, made))
 
 
-def _waits(entry, waiter: str, producer: str) -> bool:
+def _orders(entry, reader: str, producer: str) -> bool:
+    """Whether `entry` makes work queued later on `reader` wait for `producer`'s queued work."""
     kind = entry[0]
     return (
-        (kind == "wait" and entry[1:] == (waiter, producer))
+        (kind == "wait" and entry[1:] == (reader, producer))
         or kind == "sync_all"
         or (kind == "host_wait" and entry[1] == producer)
     )
 
 
-def stream_hazards(log: list[tuple], side: str = "side", default: str = "default") -> list[str]:
-    """The races in a StreamRecorder log, for a tensor made on `default` and read on `side`."""
+def _stream_expr(stream: str) -> str:
+    """How the lesson's code names a stream (the code under test runs on the default stream)."""
+    if stream == "default":
+        return "cuda.current_stream()"
+    return "s" if stream == "side" else f"s{stream.removeprefix('side')}"
+
+
+def _read_hazards(log: list[tuple]) -> list[str]:
+    """A stream read a tensor another stream made, without waiting for it or recording it."""
+    hazards, made_by, made_at = [], {}, {}
+    for i, entry in enumerate(log):
+        if entry[0] == "made":
+            made_by[entry[2]], made_at[entry[2]] = entry[1], i
+        if entry[0] != "op":
+            continue
+        _, stream, _, reads, made = entry
+        for label in reads:
+            producer = made_by.get(label, stream)
+            if producer == stream:
+                continue
+            if not any(_orders(e, stream, producer) for e in log[made_at[label] : i]):
+                hazards.append(
+                    f"the {stream} stream may read {label} before the {producer} stream has "
+                    f"produced it: call {_stream_expr(stream)}.wait_stream("
+                    f"{_stream_expr(producer)}) before the {stream}-stream work"
+                )
+            if not _memory_kept(log, i, label, stream):
+                hazards.append(
+                    f"{label} may be freed and its memory reused while the {stream} stream still "
+                    f"reads it: {_record_call(label, stream)}"
+                )
+        if made is not None:
+            made_by[made], made_at[made] = stream, i
+    return list(dict.fromkeys(hazards))  # each hazard once, in order
+
+
+def _record_call(label: str, stream: str) -> str:
+    call = f"record_stream({_stream_expr(stream)})"
+    return f"call {label}.{call}" if label.isidentifier() else f"call .{call} on {label}"
+
+
+def _memory_kept(log: list[tuple], read_at: int, label: str, stream: str) -> bool:
+    """record_stream(label, stream) anywhere, or the host waits for `stream` after the read."""
+    return ("record_stream", label, stream) in log or any(
+        e[0] == "sync_all" or e == ("host_wait", stream) for e in log[read_at + 1 :]
+    )
+
+
+def stream_hazards(
+    log: list[tuple], side: str = "side", result_read_on: str | None = "default"
+) -> list[str]:
+    """The races in a StreamRecorder log of code that works on the `side` stream.
+
+    Every tensor read on a stream other than the one that made it needs a wait for that stream
+    before the read and `record_stream` (or a host wait after it). `result_read_on`: the stream
+    on which the caller reads what the side stream made (None when the caller reads nothing);
+    it must wait for the side stream after the side-stream work.
+    """
     side_ops = [i for i, e in enumerate(log) if e[0] == "op" and e[1] == side]
     if not side_ops:
         return ["no operation ran on the side stream; run the work inside `with cuda.stream(s):`"]
-    first, last = side_ops[0], side_ops[-1]
-    hazards = []
-    if not any(_waits(e, side, default) for e in log[:first]):
+    hazards = _read_hazards(log)
+    if result_read_on is not None and not any(
+        _orders(e, result_read_on, side) for e in log[side_ops[-1] + 1 :]
+    ):
         hazards.append(
-            "the side stream may start before the default stream has produced the input: "
-            "call s.wait_stream(cuda.current_stream()) before the side-stream work"
-        )
-    recorded = any(e == ("record_stream", side) for e in log)
-    if not recorded and not any(e[0] in ("sync_all", "host_wait") for e in log[last + 1 :]):
-        hazards.append(
-            "the input may be freed and its memory reused while the side stream still reads it: "
-            "call A.record_stream(s)"
-        )
-    if not any(_waits(e, default, side) for e in log[last + 1 :]):
-        hazards.append(
-            "the caller's (default) stream may read the result before the side stream wrote it: "
-            "call cuda.current_stream().wait_stream(s) after the side-stream work"
+            f"the caller's ({result_read_on}) stream may read the result before the side stream "
+            f"wrote it: call {_stream_expr(result_read_on)}.wait_stream(s) after the side-stream "
+            "work"
         )
     return hazards

@@ -3,7 +3,8 @@
 TF32 keeps float32's sign and 8 exponent bits but only 10 of its 23 mantissa bits; tensor cores
 multiply TF32 inputs and accumulate in float32. `round_to_tf32` drops the 13 low mantissa bits
 with round-to-nearest-even, so a float32 matmul of rounded inputs on the CPU shows the size of
-the TF32 error without a GPU.
+the TF32 error without a GPU; `chained_matmul` sums in a GPU kernel's order, so the growth of
+the float32 error with n can be seen too.
 
 PyTorch has had three ways to set the flags: the legacy booleans
 (`torch.backends.cuda.matmul.allow_tf32`, `torch.backends.cudnn.allow_tf32`),
@@ -15,9 +16,11 @@ say not to mix the legacy and the new API; once they are mixed, the legacy gette
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -54,14 +57,44 @@ def relative_error(result: torch.Tensor, exact: torch.Tensor) -> float:
     return float((result.double() - exact).abs().max() / exact.abs().mean())
 
 
-def matmul_error(n: int = 1024, mode: str = "ieee", seed: int = 0) -> float:
+def chained_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a @ b` with every output summed in one chain along k: out += a[:, k] b[k, :], k = 0, 1, ...
+
+    The summation order of a GPU matmul kernel, whose threads each accumulate their outputs in
+    one loop over k (cuBLAS without split-K); CPU libraries sum in short blocks instead. The
+    rounding error of a chain grows about as sqrt(k). Costs k rank-1 updates.
+    """
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"chained_matmul multiplies matrices: got shapes {tuple(a.shape)} and "
+            f"{tuple(b.shape)}; the first one's columns must match the second one's rows"
+        )
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # k small updates: on a busy machine, more threads mostly wait
+    try:
+        for k in range(a.shape[1]):
+            out.addr_(a[:, k], b[k])
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+SUMMATIONS = ("library", "chain")
+
+
+def matmul_error(n: int = 1024, mode: str = "ieee", seed: int = 0, summation: str = "library"):
     """Relative error of an n x n float32 matmul against float64, on the CPU.
 
     mode "ieee": plain float32; "tf32": inputs rounded with `round_to_tf32` (tensor-core style:
     TF32 products, float32 accumulation); "bf16": inputs rounded to bfloat16 (autocast's format).
+    summation "library": the CPU's matmul (short blocks); "chain": `chained_matmul`, a GPU
+    kernel's order (n^3 work in n steps: keep n <= 1024 or so).
     """
     if n < 1:
         raise ValueError(f"n={n} must be at least 1")
+    if summation not in SUMMATIONS:
+        raise ValueError(f"summation={summation!r} is not one of {SUMMATIONS}; pass one of those")
     gen = torch.Generator().manual_seed(seed)
     a = torch.randn(n, n, generator=gen, dtype=torch.float64)
     b = torch.randn(n, n, generator=gen, dtype=torch.float64)
@@ -73,7 +106,63 @@ def matmul_error(n: int = 1024, mode: str = "ieee", seed: int = 0) -> float:
         a32, b32 = a32.bfloat16().float(), b32.bfloat16().float()
     elif mode != "ieee":
         raise ValueError(f"mode={mode!r} is not one of 'ieee', 'tf32', 'bf16'; pass one of those")
-    return relative_error(a32 @ b32, exact)
+    result = a32 @ b32 if summation == "library" else chained_matmul(a32, b32)
+    return relative_error(result, exact)
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """y = scale * x ** exponent, fitted to measurements by `power_law_fit`."""
+
+    scale: float
+    exponent: float
+
+    def __call__(self, x: float) -> float:
+        return self.scale * x**self.exponent
+
+
+def power_law_fit(xs, ys) -> PowerLaw:
+    """The least-squares line through (log x, log y): how fast y grows with x."""
+    if len(xs) != len(ys) or len(xs) < 2 or min(*xs, *ys) <= 0:
+        raise ValueError(
+            f"power_law_fit needs two or more positive (x, y) pairs; got {list(xs)} and {list(ys)}"
+        )
+    lx = [math.log(x) for x in xs]
+    ly = [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    slope = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
+    return PowerLaw(math.exp(my - slope * mx), slope)
+
+
+def tf32_defaults(version: str) -> dict[str, bool] | None:
+    """Whether PyTorch `version` lets float32 matmuls and cuDNN convolutions use TF32 by default.
+
+    TF32 flags arrived in 1.7 with both on; 1.12 turned matmuls off (cuDNN stays on). None
+    before 1.7, which had no TF32 flags.
+    """
+    try:
+        major, minor = (int(part) for part in version.split("+")[0].split(".")[:2])
+    except ValueError as e:
+        raise ValueError(f"version={version!r} is not a PyTorch version such as '2.6.0'") from e
+    if (major, minor) < (1, 7):
+        return None
+    return {"matmul": (major, minor) < (1, 12), "cudnn": True}
+
+
+def cpu_bf16_support() -> str:
+    """This CPU's bfloat16 hardware, as PyTorch detects it: AMX, AVX-512 BF16, or none."""
+    cpu = getattr(torch, "cpu", None)
+    found = [
+        name
+        for name, probe in (
+            ("AMX", "_is_amx_tile_supported"),
+            ("AVX-512 BF16", "_is_avx512_bf16_supported"),
+        )
+        if callable(getattr(cpu, probe, None)) and getattr(cpu, probe)()
+    ]
+    if found:
+        return " and ".join(found)
+    return "none detected: bfloat16 math runs in float32 units, plus conversions"
 
 
 def _new_api() -> bool:

@@ -3,15 +3,19 @@
 Built on torch.utils.benchmark.Timer, which picks the number of repetitions itself
 (`blocked_autorange`). Its default clock synchronizes only the current accelerator (and, in
 older PyTorch, only CUDA), so `time_fn` hands it a clock that synchronizes the devices the
-call's tensors live on. `naive_vs_synced` shows what goes wrong without that.
+call's tensors live on. `naive_vs_synced` shows what goes wrong without that. `call_spread`
+and `cpu_load` show why two timings of the same call can disagree on a shared machine, and
+`images_per_second` measures a training loop's throughput (warm-up, synchronized ends).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import timeit
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.utils.benchmark as benchmark
@@ -125,3 +129,140 @@ def naive_vs_synced(fn, *args, device="cpu", repeats: int = 10, warmup: int = 2,
         synchronize(device)
         synced.append(time.perf_counter() - start)
     return NaiveVsSynced(statistics.median(naive), statistics.median(synced), str(device), repeats)
+
+
+@dataclass(frozen=True)
+class Spread:
+    fastest: float  # seconds, the fastest single call
+    median: float
+    slowest: float
+    calls: int
+
+    def __str__(self) -> str:
+        return (
+            f"single calls: fastest {_fmt(self.fastest)}, median {_fmt(self.median)}, "
+            f"slowest {_fmt(self.slowest)} ({self.calls} calls)"
+        )
+
+
+def call_spread(
+    fn,
+    *args,
+    calls: int = 50,
+    warmup: int = 2,
+    num_threads: int | None = None,
+    sync_device: torch.device | str | None = None,
+    **kwargs,
+) -> Spread:
+    """Time `calls` single calls of `fn(*args, **kwargs)`, each on a synchronized clock.
+
+    Unlike `time_fn`, which reports the median of blocks of calls, this keeps every call: the
+    slowest ones show interruptions (other processes, a descheduled thread) that a block's mean
+    absorbs. `num_threads` sets torch's intra-op threads for the measurement only.
+    """
+    if calls < 1 or warmup < 0:
+        raise ValueError(f"calls={calls} must be >= 1 and warmup={warmup} >= 0")
+    devices = [torch.device(sync_device)] if sync_device else _devices(args, kwargs)
+    clock = _synchronizing_clock(devices)
+    before = torch.get_num_threads()
+    torch.set_num_threads(num_threads or before)
+    try:
+        for _ in range(warmup):
+            fn(*args, **kwargs)
+        times = []
+        for _ in range(calls):
+            start = clock()
+            fn(*args, **kwargs)
+            times.append(clock() - start)
+    finally:
+        torch.set_num_threads(before)
+    return Spread(min(times), statistics.median(times), max(times), calls)
+
+
+@dataclass(frozen=True)
+class CpuLoad:
+    """How busy the machine's CPUs are: other processes' work slows timings and scatters them."""
+
+    load_1min: float  # runnable tasks averaged over a minute, this process's threads included
+    cpus: int  # CPUs of the whole machine (the load average counts all of them)
+    waiting: float | None  # share of the last 10 s in which runnable tasks waited for a CPU
+
+    @property
+    def contended(self) -> bool:
+        if self.waiting is not None:  # pressure counts only waiting, not our own running
+            return self.waiting > 0.10
+        return self.load_1min > self.cpus
+
+    def __str__(self) -> str:
+        text = f"load average {self.load_1min:.1f} on {self.cpus} CPUs"
+        if self.waiting is not None:
+            text += f", tasks waited for a CPU {self.waiting:.0%} of the last 10 s"
+        verdict = "other work competes for these CPUs" if self.contended else "no contention"
+        return f"{text}: {verdict}"
+
+
+def cpu_load() -> CpuLoad:
+    """The machine's load average and, on Linux, its CPU pressure (PSI, /proc/pressure/cpu)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return CpuLoad(load, os.cpu_count() or 1, _cpu_pressure())
+
+
+def _cpu_pressure(path: str = "/proc/pressure/cpu") -> float | None:
+    """'some avg10' of Linux pressure stall information as a fraction, or None where absent."""
+    try:
+        first = Path(path).read_text().splitlines()[0]  # "some avg10=1.23 avg60=... total=..."
+    except (OSError, IndexError):
+        return None
+    fields = dict(part.split("=") for part in first.split()[1:])
+    return float(fields["avg10"]) / 100 if "avg10" in fields else None
+
+
+def images_per_second(
+    train_step, batches, synchronize=None, clock=time.perf_counter, warmup: int = 2
+) -> float:
+    """Steady-state throughput of `train_step(batch)` over `batches`, in images per second.
+
+    The first `warmup` batches run untimed: they pay one-time costs (CUDA context, cuDNN
+    autotuning, the allocator growing). The clock starts on an idle device and stops when the
+    device has finished; nothing waits inside the loop, so the host queues work as it does in
+    training. Counts the images of the timed batches (a batch, or the first item of a tuple
+    batch, has len() images). `synchronize` defaults to waiting for the available accelerator.
+    Taught in lesson 03 (exercise 03.3 repairs a timing that lacks all this).
+    """
+    batches = list(batches)
+    if not 0 <= warmup < len(batches):
+        raise ValueError(
+            f"warmup={warmup} must leave batches to time: got {len(batches)} batches; "
+            "pass more batches or a smaller warmup"
+        )
+    synchronize = synchronize or _synchronize_accelerator
+    for batch in batches[:warmup]:
+        train_step(batch)
+    synchronize()  # queued warm-up work must not count
+    start = clock()
+    for batch in batches[warmup:]:
+        train_step(batch)
+    synchronize()  # the timed steps' queued work must count
+    return sum(_images(b) for b in batches[warmup:]) / (clock() - start)
+
+
+def _images(batch) -> int:
+    return len(batch[0]) if isinstance(batch, (tuple, list)) else len(batch)
+
+
+def _synchronize_accelerator() -> None:
+    if torch.cuda.is_available():
+        synchronize(torch.device("cuda", torch.cuda.current_device()))
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        synchronize(torch.device("mps"))
+
+
+def suggest_threads(load: CpuLoad, allocated: int) -> int:
+    """Threads for PyTorch's CPU work: all `allocated` CPUs, or one when other work competes.
+
+    An op on n threads ends when its slowest thread does; on cores shared with other processes a
+    descheduled thread stalls the whole op, and one thread loses far less (lesson 03 measures it).
+    """
+    if allocated < 1:
+        raise ValueError(f"allocated={allocated} CPUs: must be at least 1 (hpc.allocated_cpus())")
+    return 1 if load.contended else allocated

@@ -1,8 +1,14 @@
 """The toy asynchronous device and the stream recorder behave like the rules they model."""
 
+import pytest
 import torch
 
-from course_utils.async_model import SimulatedDevice, StreamRecorder, stream_hazards
+from course_utils.async_model import (
+    SimulatedDevice,
+    SimulatedTrainStep,
+    StreamRecorder,
+    stream_hazards,
+)
 
 
 def test_launch_returns_before_the_work_and_synchronize_waits():
@@ -23,7 +29,28 @@ def test_queued_work_runs_back_to_back():
     assert abs(dev.clock() - 0.3) < 1e-12
 
 
-def test_recorder_logs_ops_per_stream_and_record_stream():
+def test_host_work_moves_only_the_host_clock():
+    dev = SimulatedDevice(launch_overhead=0.0)
+    dev.launch(0.1)
+    dev.host(0.04)  # overlaps the queued kernel
+    assert dev.clock() == pytest.approx(0.04)
+    dev.synchronize()
+    assert dev.clock() == pytest.approx(0.1)
+
+
+def test_train_step_pays_its_first_call_once_and_pipelines_with_the_device():
+    dev = SimulatedDevice(launch_overhead=0.0)
+    step = SimulatedTrainStep(dev, host_seconds=0.001, device_seconds_per_image=0.001,
+                              first_call_seconds=0.5)  # fmt: skip
+    step(range(10))  # host 0.5 + 0.001, then 10 ms queued
+    assert dev.clock() == pytest.approx(0.501) and step.calls == 1
+    step(range(10)), step(range(10))  # device-bound: the host runs ahead of the queue
+    assert dev.clock() == pytest.approx(0.503)
+    dev.synchronize()
+    assert dev.clock() == pytest.approx(0.501 + 0.030)
+
+
+def test_recorder_logs_what_each_stream_made_and_read():
     cuda = StreamRecorder()
     a = cuda.track(torch.ones(3))
     s = cuda.Stream()
@@ -33,10 +60,24 @@ def test_recorder_logs_ops_per_stream_and_record_stream():
         torch.sum(a)
     assert cuda.current_stream() is cuda.default_stream()
     a.record_stream(s)
+    assert cuda.log[0] == ("made", "default", "A")
     assert [e for e in cuda.log if e[0] == "op"] == [
-        ("op", "default", "mul"), ("op", "default", "sum"), ("op", "side", "sum")
-    ]  # fmt: skip
-    assert cuda.log[-1] == ("record_stream", "side")
+        ("op", "default", "mul", ("A",), "the mul result"),
+        ("op", "default", "sum", ("the mul result",), "the sum result"),
+        ("op", "side", "sum", ("A",), "the sum result"),
+    ]
+    assert cuda.log[-1] == ("record_stream", "A", "side")
+
+
+def test_in_place_ops_keep_the_label_and_move_the_producer():
+    cuda = StreamRecorder()
+    a, s = cuda.track(torch.empty(4), "buffer"), cuda.Stream()
+    with cuda.stream(s):
+        a.normal_()  # the side stream now produces the buffer's values
+    torch.sum(a)  # read on the default stream without waiting
+    assert cuda.log[1] == ("op", "side", "normal_", ("buffer",), "buffer")
+    hazards = stream_hazards(cuda.log, result_read_on=None)
+    assert any(h.startswith("the default stream may read buffer before the side") for h in hazards)
 
 
 def _run(body):
@@ -70,8 +111,56 @@ def test_waiting_the_wrong_way_round_is_still_a_race():
         a.record_stream(s)
         cuda.current_stream().wait_stream(s)
 
-    assert any("may start before" in h for h in _run(backwards))
+    assert any("side stream may read A before the default stream" in h for h in _run(backwards))
 
 
 def test_no_side_stream_work_is_reported():
     assert "no operation ran on the side stream" in _run(lambda cuda, a, s: torch.sum(a))[0]
+
+
+def _backward_hazards(case):
+    cuda = StreamRecorder()
+    w = torch.ones(3, requires_grad=True)
+    loss = cuda.track(torch.randn(4, 3), "x") @ w  # forward on the default stream
+    case(loss, cuda.Stream(), cuda)
+    assert w.grad is not None  # the real backward ran
+    return stream_hazards(cuda.log, result_read_on=None)
+
+
+def test_initial_gradient_made_in_the_side_stream_is_safe():
+    def populated_in_side_stream(loss, s, cuda):
+        with cuda.stream(s):
+            loss.backward(gradient=torch.ones_like(loss))
+
+    assert _backward_hazards(populated_in_side_stream) == []
+
+
+def test_initial_gradient_made_outside_needs_wait_stream_and_record_stream():
+    def populated_outside(loss, s, cuda):
+        initial_grad = torch.ones_like(loss)
+        with cuda.stream(s):
+            loss.backward(gradient=initial_grad)
+
+    def synchronized(loss, s, cuda):
+        initial_grad = torch.ones_like(loss)
+        s.wait_stream(cuda.current_stream())
+        with cuda.stream(s):
+            initial_grad.record_stream(s)
+            loss.backward(gradient=initial_grad)
+
+    unsafe = _backward_hazards(populated_outside)
+    assert [h.split(":")[1].strip() for h in unsafe] == [
+        "call s.wait_stream(cuda.current_stream()) before the side-stream work",
+        "call .record_stream(s) on the ones_like result",
+    ]
+    assert _backward_hazards(synchronized) == []
+
+
+def test_a_host_synchronize_after_the_read_also_keeps_the_memory():
+    def synchronized_on_the_host(cuda, a, s):
+        s.wait_stream(cuda.current_stream())
+        with cuda.stream(s):
+            torch.sum(a)
+        s.synchronize()  # the host waits for the side stream: a can be freed afterwards
+
+    assert _run(synchronized_on_the_host) == []

@@ -4,11 +4,15 @@ import pytest
 import torch
 
 from course_utils.precision import (
+    chained_matmul,
+    cpu_bf16_support,
     fp32_precision,
     matmul_error,
+    power_law_fit,
     precision_state,
     relative_error,
     round_to_tf32,
+    tf32_defaults,
 )
 
 
@@ -174,3 +178,63 @@ def test_tf32_on_gpu_matches_emulation_order_of_magnitude():
     if major >= 8:  # TF32 tensor cores exist from Ampere on
         assert 5e-4 < tf32 < 5e-3
     assert ieee < 1e-4
+
+
+def test_chained_matmul_matches_the_product_and_restores_the_thread_count():
+    threads = torch.get_num_threads()
+    a, b = torch.randn(5, 7, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64)
+    assert torch.allclose(chained_matmul(a, b), a @ b)
+    assert torch.get_num_threads() == threads
+    with pytest.raises(ValueError, match=r"shapes \(5, 7\) and \(5, 7\)"):
+        chained_matmul(a, a)
+
+
+def test_chained_summation_error_grows_about_as_sqrt_n_where_the_library_stays_flat():
+    ns = (256, 512, 1024)  # past the CPU library's block length along k
+    chained = [matmul_error(n, "ieee", summation="chain") for n in ns]
+    library = [matmul_error(n, "ieee") for n in ns]
+    assert 0.35 < power_law_fit(ns, chained).exponent < 0.75
+    assert max(library) < 2 * min(library) and library[-1] < chained[-1]
+    with pytest.raises(ValueError, match="summation='pairwise' is not one of"):
+        matmul_error(8, summation="pairwise")
+
+
+def test_power_law_fit_recovers_scale_and_exponent():
+    fit = power_law_fit([1, 4, 16], [3.0, 6.0, 12.0])  # 3 * x ** 0.5
+    assert fit.exponent == pytest.approx(0.5) and fit.scale == pytest.approx(3.0)
+    assert fit(64) == pytest.approx(24.0)
+    with pytest.raises(ValueError, match="two or more positive"):
+        power_law_fit([1], [2.0])
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        ("1.6.0", None),
+        ("1.7.1", {"matmul": True, "cudnn": True}),
+        ("1.11.0+cu113", {"matmul": True, "cudnn": True}),
+        ("1.12.0", {"matmul": False, "cudnn": True}),
+        ("2.14.1+cu130", {"matmul": False, "cudnn": True}),
+    ],
+)
+def test_tf32_defaults_follow_the_pytorch_version(version, want):
+    assert tf32_defaults(version) == want
+
+
+def test_tf32_defaults_match_this_pytorch_at_start():
+    state = precision_state()
+    want = tf32_defaults(torch.__version__)
+    assert state["torch.backends.cuda.matmul.allow_tf32"] is want["matmul"]
+    assert state["torch.backends.cudnn.allow_tf32"] is want["cudnn"]
+    with pytest.raises(ValueError, match="not a PyTorch version"):
+        tf32_defaults("latest")
+
+
+def test_cpu_bf16_support_names_hardware_or_says_none(monkeypatch):
+    assert isinstance(cpu_bf16_support(), str)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    assert cpu_bf16_support() == "AMX and AVX-512 BF16"
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    assert cpu_bf16_support().startswith("none detected")

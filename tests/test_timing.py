@@ -65,3 +65,73 @@ def test_naive_timing_on_gpu_misses_the_work():
     assert r.naive < r.synced / 2
     t = time_fn(torch.mm, a, a, min_run_time=0.2)
     assert t.median == pytest.approx(r.synced, rel=0.5)
+
+
+def test_call_spread_orders_its_figures_and_restores_the_thread_count():
+    before = torch.get_num_threads()
+    x = torch.randn(64, 64)
+    s = timing.call_spread(torch.mm, x, x, calls=9, num_threads=1)
+    assert s.calls == 9 and 0 < s.fastest <= s.median <= s.slowest
+    assert torch.get_num_threads() == before
+    assert str(s).startswith("single calls: fastest ")
+
+
+def test_call_spread_rejects_bad_settings():
+    with pytest.raises(ValueError, match="calls=0 must be >= 1"):
+        timing.call_spread(lambda: None, calls=0)
+
+
+def test_cpu_pressure_reads_the_some_line(tmp_path):
+    psi = tmp_path / "cpu"
+    psi.write_text("some avg10=96.57 avg60=83.48 avg300=38.93 total=1\nfull avg10=0.00 total=0\n")
+    assert timing._cpu_pressure(str(psi)) == pytest.approx(0.9657)
+    assert timing._cpu_pressure(str(tmp_path / "absent")) is None
+
+
+def test_cpu_load_says_whether_other_work_competes():
+    busy = timing.CpuLoad(load_1min=5.2, cpus=2, waiting=0.97)
+    quiet = timing.CpuLoad(load_1min=1.9, cpus=2, waiting=0.01)
+    assert busy.contended and not quiet.contended
+    assert str(busy) == (
+        "load average 5.2 on 2 CPUs, tasks waited for a CPU 97% of the last 10 s: "
+        "other work competes for these CPUs"
+    )
+    assert timing.CpuLoad(3.0, 2, None).contended  # without pressure figures: load > CPUs
+    assert isinstance(timing.cpu_load(), timing.CpuLoad)
+
+
+def _simulated_loop(host=0.004, per_image=0.00025, first=0.5):
+    from course_utils.async_model import SimulatedDevice, SimulatedTrainStep
+
+    device = SimulatedDevice(launch_overhead=0.0)
+    return device, SimulatedTrainStep(device, host, per_image, first)
+
+
+def test_images_per_second_times_only_the_steady_state_of_a_device_bound_loop():
+    device, step = _simulated_loop()
+    batches = [range(64)] * 11 + [range(32)]
+    rate = timing.images_per_second(step, batches, device.synchronize, device.clock, warmup=2)
+    # idle device at the start: the first timed step's host work (4 ms), then the device
+    # works back to back: 9 batches of 64 (16 ms each) and one of 32 (8 ms)
+    assert rate == pytest.approx((9 * 64 + 32) / (0.004 + 9 * 0.016 + 0.008))
+    assert step.calls == 12
+
+
+def test_images_per_second_of_a_host_bound_loop_counts_the_last_queued_work():
+    device, step = _simulated_loop(host=0.02, per_image=0.0001)
+    rate = timing.images_per_second(step, [range(64)] * 6, device.synchronize, device.clock, 1)
+    assert rate == pytest.approx(5 * 64 / (5 * 0.02 + 0.0064))
+
+
+def test_images_per_second_counts_the_inputs_of_tuple_batches_and_checks_warmup():
+    batches = [(torch.zeros(8, 3), torch.zeros(8))] * 3
+    assert timing.images_per_second(lambda b: None, batches, warmup=1) > 0
+    with pytest.raises(ValueError, match="warmup=3 must leave batches to time: got 3 batches"):
+        timing.images_per_second(lambda b: None, batches, warmup=3)
+
+
+def test_suggest_threads_uses_one_thread_only_when_other_work_competes():
+    assert timing.suggest_threads(timing.CpuLoad(5.2, 2, 0.97), allocated=2) == 1
+    assert timing.suggest_threads(timing.CpuLoad(1.9, 2, 0.01), allocated=2) == 2
+    with pytest.raises(ValueError, match="allocated=0 CPUs"):
+        timing.suggest_threads(timing.CpuLoad(0.0, 2, 0.0), allocated=0)

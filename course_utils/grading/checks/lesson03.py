@@ -1,14 +1,21 @@
 """Checkers of lesson 03, asynchronous execution, streams and memory.
 
-They run on a CPU. 03.1 and 03.2 verify the answer against course_utils.async_model, a toy model
-of an asynchronous device and of CUDA streams: they check the synchronization protocol, not a
-real GPU run (the lesson's gated cells run the same functions on a GPU when there is one).
+They run on a CPU. 03.1, 03.2 and 03.3 verify the answer against course_utils.async_model, a toy
+model of an asynchronous device and of CUDA streams: they check the synchronization protocol, not
+a real GPU run (the lesson's gated cells run the same functions on a GPU when there is one). 03.3
+compares with course_utils.timing.images_per_second on the same simulated loops.
 """
 
 import torch
 
-from course_utils.async_model import SimulatedDevice, StreamRecorder, stream_hazards
-from course_utils.grading import call_answer, exercise, expect
+from course_utils import timing
+from course_utils.async_model import (
+    SimulatedDevice,
+    SimulatedTrainStep,
+    StreamRecorder,
+    stream_hazards,
+)
+from course_utils.grading import CheckFailed, call_answer, exercise, expect
 from course_utils.profiling import profile_call
 
 _WORK, _EARLIER = 0.25, 1.0  # seconds of simulated device work: the call, and work queued before
@@ -50,28 +57,100 @@ def check_side_stream_sum(side_stream_sum):
     )
 
 
-@exercise("03.3", "read the caching allocator's statistics")
-def check_allocator_report(allocator_report):
-    mib = 2**20
-    stats = {
-        "allocated_bytes.all.current": 96 * mib,
-        "allocated_bytes.all.peak": 608 * mib,
-        "reserved_bytes.all.current": 640 * mib,
-        "reserved_bytes.all.peak": 640 * mib,
-        "active_bytes.all.current": 96 * mib,
-        "num_alloc_retries": 0,
-    }
-    got = call_answer(allocator_report, dict(stats))
-    expect(isinstance(got, dict), "a dict", type(got).__name__)
-    want = {"in_tensors": 96 * mib, "cached_free": 544 * mib, "peak_in_tensors": 608 * mib}
-    for key, value in want.items():
-        expect(
-            got.get(key) == value,
-            f"{key} = {value // mib} MiB",
-            f"{key} = {got.get(key)!r}",
-            "allocator_report(stats)",
+# Two loops: one waits on the device (the usual GPU case), one on the host (Python, data).
+_LOOPS = (  # name, SimulatedTrainStep settings, batch sizes, warmup
+    (
+        "device-bound",
+        {"host_seconds": 4e-3, "device_seconds_per_image": 2.5e-4},
+        [64] * 11 + [32],
+        2,
+    ),
+    ("host-bound", {"host_seconds": 20e-3, "device_seconds_per_image": 1e-4}, [64] * 6, 1),
+)
+
+
+def _measure(answer, settings: dict, sizes: list[int], warmup: int):
+    """Run `answer` on a simulated training loop; return its result and what it did, in order."""
+    device = SimulatedDevice()
+    step = SimulatedTrainStep(device, **settings)
+    events = []
+
+    def train_step(batch):
+        step(batch)
+        events.append(("step",))
+
+    def synchronize():
+        device.synchronize()
+        events.append(("sync",))
+
+    def clock():
+        events.append(("clock", device.clock()))
+        return device.clock()
+
+    batches = [torch.zeros(n, 1) for n in sizes]
+    return call_answer(answer, train_step, batches, synchronize, clock, warmup=warmup), events
+
+
+def _diagnosis(events: list[tuple], sizes: list[int], warmup: int, got: float) -> str:
+    """What the answer did wrong, read from the order of its steps, waits and clock readings."""
+    kinds = [e[0] for e in events]
+    steps = kinds.count("step")
+    if "clock" not in kinds:
+        return "the clock was never read: call clock() (the check passes a simulated one)"
+    if steps != len(sizes):
+        return (
+            f"train_step ran {steps} times for {len(sizes)} batches: run each batch once, "
+            f"the first {warmup} untimed"
         )
-    return "in tensors, held by the cache but free, and the peak, from memory_stats() keys"
+    first, last = kinds.index("clock"), len(kinds) - 1 - kinds[::-1].index("clock")
+    before = kinds[:first].count("step")
+    timed = [i for i, k in enumerate(kinds) if k == "step"][before:]
+    if before != warmup:
+        return (
+            f"{before} steps ran before the clock started: run exactly the first {warmup} "
+            "(warm-up: CUDA context, cuDNN autotuning, allocator growth) untimed"
+        )
+    if warmup and "sync" not in kinds[:first]:
+        return (
+            "the warm-up steps' queued device work was counted: call synchronize() after "
+            "the warm-up, before starting the clock"
+        )
+    if timed and "sync" in kinds[timed[0] : timed[-1]]:
+        return (
+            "synchronize() inside the timed loop made the loop slower: the host waited "
+            "every step, so its work no longer overlapped the device's; synchronize only "
+            "before starting and before stopping the clock"
+        )
+    if "sync" not in kinds[timed[-1] : last]:
+        return (
+            "the clock stopped when the last step was queued, not when it was done: call "
+            "synchronize() before reading the clock at the end"
+        )
+    images = got * (events[last][1] - events[first][1])
+    if abs(images - sum(sizes)) < 0.5:
+        return "the warm-up batches' images were counted too: count only the timed batches"
+    return (
+        f"{images:.0f} images over the timed interval, but the timed batches hold "
+        f"{sum(sizes[warmup:])}: add len(batch) of each timed batch (the last one is smaller)"
+    )
+
+
+@exercise("03.3", "repair a throughput measurement")
+def check_images_per_second(images_per_second):
+    for name, settings, sizes, warmup in _LOOPS:
+        want, _ = _measure(timing.images_per_second, settings, sizes, warmup)
+        got, events = _measure(images_per_second, settings, sizes, warmup)
+        number = isinstance(got, (int, float)) and not isinstance(got, bool)
+        expect(number, "a number (images per second)", type(got).__name__)
+        if not abs(got - want) <= 1e-9 * want:
+            raise CheckFailed(
+                f"{name} loop (simulated), warmup={warmup}: expected {want:,.1f} images/s, got "
+                f"{got:,.1f}: {_diagnosis(events, sizes, warmup, got)}"
+            )
+    return (
+        "warm-up untimed, the clock read on an idle device and after the last step finished, "
+        "no waits inside the loop, images of the timed batches (device- and host-bound loops)"
+    )
 
 
 @exercise("03.4", "find the most expensive operator in a profile")

@@ -1,8 +1,8 @@
 """Each lesson-03 checker passes the reference answer, fails a known-wrong one, spots a stub.
 
-03.1 and 03.2 are verified against course_utils.async_model (a simulated device and a recording
-stand-in for torch.cuda); test_async_model.py tests that model, and the gpu-marked test below
-runs the reference answers on a real GPU.
+03.1, 03.2 and 03.3 are verified against course_utils.async_model (a simulated device, a
+simulated training step and a recording stand-in for torch.cuda); test_async_model.py tests that
+model, and the gpu-marked test below runs the reference answers on a real GPU.
 """
 
 import re
@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 
+from course_utils import timing
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
 
 
@@ -70,17 +71,58 @@ def side_stream_sum_synchronize(A, s, cuda=torch.cuda):  # correct, if slower
     return B
 
 
-def allocator_report(stats):
-    allocated = stats["allocated_bytes.all.current"]
-    return {
-        "in_tensors": allocated,
-        "cached_free": stats["reserved_bytes.all.current"] - allocated,
-        "peak_in_tensors": stats["allocated_bytes.all.peak"],
-    }
+def images_per_second(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
+    for batch in batches[:warmup]:
+        train_step(batch)
+    synchronize()
+    start = clock()
+    for batch in batches[warmup:]:
+        train_step(batch)
+    synchronize()
+    return sum(len(b) for b in batches[warmup:]) / (clock() - start)
 
 
-def allocator_report_reserved_peak(stats):
-    return {**allocator_report(stats), "peak_in_tensors": stats["reserved_bytes.all.peak"]}
+def as_found(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
+    start = clock()
+    for batch in batches:
+        train_step(batch)
+    return sum(len(b) for b in batches) / (clock() - start)
+
+
+def _variant(*, warmup_sync=True, per_step_sync=False, end_sync=True, count=None, offset=0):
+    """images_per_second with one known mistake; `count` replaces the image count."""
+
+    def answer(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
+        for batch in batches[: warmup + offset]:
+            train_step(batch)
+        if warmup_sync:
+            synchronize()
+        start = clock()
+        for batch in batches[warmup + offset :]:
+            train_step(batch)
+            if per_step_sync:
+                synchronize()
+        if end_sync:
+            synchronize()
+        images = count(batches, warmup) if count else sum(len(b) for b in batches[warmup:])
+        return images / (clock() - start)
+
+    return answer
+
+
+def uses_perf_counter(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
+    for batch in batches[:warmup]:
+        train_step(batch)
+    synchronize()
+    start = time.perf_counter()  # not the clock it was given
+    for batch in batches[warmup:]:
+        train_step(batch)
+    synchronize()
+    return sum(len(b) for b in batches[warmup:]) / (time.perf_counter() - start)
+
+
+def skips_the_last_batch(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
+    return images_per_second(train_step, batches[:-1], synchronize, clock, warmup)
 
 
 def top_operator(prof):
@@ -97,7 +139,8 @@ def top_operator_inclusive(prof):
         ("03.1", time_call),
         ("03.2", side_stream_sum),
         ("03.2", side_stream_sum_synchronize),
-        ("03.3", allocator_report),
+        ("03.3", images_per_second),
+        ("03.3", timing.images_per_second),
         ("03.4", top_operator),
     ],
 )
@@ -111,9 +154,33 @@ def test_reference_answers_pass(exercise_id, answer):
     [
         ("03.1", time_call_naive, r"expected about 0.25 s .* the clock stopped at the launch"),
         ("03.1", time_call_no_initial_sync, r"got 1.25 s: earlier queued work was counted"),
-        ("03.2", side_stream_sum_racing, r"expected no race, got the side stream may start"),
-        ("03.2", side_stream_sum_no_record, r"got the input may be freed.*record"),
-        ("03.3", allocator_report_reserved_peak, r"expected peak_in_tensors = 608 MiB, got"),
+        ("03.2", side_stream_sum_racing, r"expected no race, got the side stream may read A bef"),
+        ("03.2", side_stream_sum_no_record, r"got A may be freed.*call A.record_stream\(s\)"),
+        (
+            "03.3",
+            as_found,
+            r"device-bound .*: expected 3,897.2 images/s, got 1,342.8: 0 steps ran before",
+        ),
+        ("03.3", _variant(offset=1), r"3 steps ran before the clock started: run exactly the fi"),
+        ("03.3", _variant(warmup_sync=False), r"warm-up steps' queued device work was counted"),
+        (
+            "03.3",
+            _variant(per_step_sync=True),
+            r"got 3,165.0: synchronize\(\) inside the timed loop",
+        ),
+        ("03.3", _variant(end_sync=False), r"clock stopped when the last step was queued"),
+        (
+            "03.3",
+            _variant(count=lambda batches, warmup: sum(len(b) for b in batches)),
+            r"the warm-up batches' images were counted too",
+        ),
+        (
+            "03.3",
+            _variant(count=lambda batches, warmup: len(batches[0]) * (len(batches) - warmup)),
+            r"640 images over the timed interval, but the timed batches hold 608",
+        ),
+        ("03.3", uses_perf_counter, r"expected 3,897.2 images/s, got .*: the clock was never read"),
+        ("03.3", skips_the_last_batch, r"train_step ran 11 times for 12 batches"),
         ("03.4", top_operator_inclusive, r"expected 'aten::\w+', got 'aten::matmul'"),
     ],
 )
@@ -136,5 +203,10 @@ def test_reference_answers_on_a_real_gpu():
     A = torch.empty(1000, 1000, device="cuda").normal_(0.0, 1.0)
     B = side_stream_sum(A, torch.cuda.Stream())
     assert torch.allclose(B, A.sum())
-    stats = allocator_report(torch.cuda.memory_stats())
-    assert stats["in_tensors"] == torch.cuda.memory_allocated()
+    w = torch.randn(1024, 1024, device="cuda")
+    batches = [torch.randn(256, 1024, device="cuda") for _ in range(6)]
+    rate = images_per_second(lambda b: (b @ w).relu_(), batches, torch.cuda.synchronize)
+    assert rate == pytest.approx(
+        timing.images_per_second(lambda b: (b @ w).relu_(), batches, torch.cuda.synchronize),
+        rel=0.5,
+    )
