@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils import distributed, failures
+from course_utils import distributed, failures, flight_recorder
 from course_utils.files import atomic_write_text
 
 FAULTS = tuple(failures.CAUSES)
@@ -97,7 +97,7 @@ def train(args, rank: int, faulty: bool) -> None:
 
 def on_sigterm(signum, frame) -> None:
     """The launcher stops the survivors of a failure: leave the flight record first."""
-    failures.dump_flight_record(dist.get_rank())
+    flight_recorder.dump_flight_record(dist.get_rank())
     distributed.exit_now(128 + signum)
 
 
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     try:
         train(args, env.rank, faulty)
     except Exception:
-        failures.dump_flight_record(env.rank)
+        flight_recorder.dump_flight_record(env.rank)
         raise
     distributed.print_line(f"rank {env.rank}: finished")
     distributed.barrier()
