@@ -23,7 +23,7 @@ from pathlib import Path
 
 import psutil
 
-from course_utils import distributed
+from course_utils import distributed, flight_recorder
 from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
@@ -205,16 +205,17 @@ class RanksFailed(RuntimeError):
     """Some ranks raised, or did not finish in time; the message names each and why."""
 
 
-def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, debug: str = "OFF") -> list:
+def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = None) -> list:
     """Return [fn(rank, world_size) for each rank], each called in a process of its own that
     joined a gloo group of `world_size`; then every rank meets at a barrier, as the next step
     of a training loop would.
 
     The processes are forked, so `fn` may be defined in a notebook. `timeout` bounds the join
     and every collective; a process still alive `timeout` + 10 s after its start is killed, so
-    none is left behind. debug: TORCH_DISTRIBUTED_DEBUG in the ranks ("DETAIL" checks that
-    every rank calls the same collectives). Raises RanksFailed naming each rank that raised
-    or hung, and NotImplementedError when `fn` is an exercise's stub.
+    none is left behind. env: variables set in each rank before it joins, such as
+    TORCH_DISTRIBUTED_DEBUG=DETAIL or the flight recorder's (a rank that fails dumps its
+    record). Raises RanksFailed naming each rank that raised or hung, and NotImplementedError
+    when `fn` is an exercise's stub.
     """
     import multiprocessing
 
@@ -224,7 +225,7 @@ def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, debug: str = "OFF")
     port = distributed._free_port()
     pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]
     procs = [
-        ctx.Process(target=_rank_main, args=(fn, rank, world_size, port, timeout, debug, w))
+        ctx.Process(target=_rank_main, args=(fn, rank, world_size, port, timeout, env or {}, w))
         for rank, (_, w) in enumerate(pipes)
     ]
     for p in procs:
@@ -242,7 +243,7 @@ def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, debug: str = "OFF")
     return _results(outcomes, world_size, timeout)
 
 
-def _rank_main(fn, rank, world_size, port, timeout, debug, conn) -> None:
+def _rank_main(fn, rank, world_size, port, timeout, env, conn) -> None:
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -250,8 +251,8 @@ def _rank_main(fn, rank, world_size, port, timeout, debug, conn) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)  # the notebook shows no rank's stray output
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    os.environ["TORCH_DISTRIBUTED_DEBUG"] = debug
-    dist.set_debug_level_from_env()
+    os.environ.update({"TORCH_DISTRIBUTED_DEBUG": "OFF", **env})
+    dist.set_debug_level_from_env()  # read at import; this rank may differ from its parent
     try:
         dist.init_process_group(
             "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
@@ -261,10 +262,16 @@ def _rank_main(fn, rank, world_size, port, timeout, debug, conn) -> None:
         dist.barrier()
         conn.send(("ok", result))
     except BaseException as e:  # reported to the parent, which raises
+        flight_recorder.dump_flight_record(rank)
         conn.send(("error", type(e).__name__, str(e)))
     finally:
         conn.close()
         os._exit(0)  # a forked child must not run its parent's exit handlers
+
+
+def _short(message: str) -> str:
+    """A collective's fingerprint (TORCH_DISTRIBUTED_DEBUG=DETAIL) without its long device part."""
+    return re.sub(r", TensorDeviceTypes=TensorOptions\(.*?\(nullopt\)\)", "", message)
 
 
 def _results(outcomes: dict, world_size: int, timeout: float) -> list:
@@ -277,7 +284,7 @@ def _results(outcomes: dict, world_size: int, timeout: float) -> list:
             if outcome[1] == "NotImplementedError":
                 raise NotImplementedError(outcome[2])
             message = outcome[2].strip().splitlines()[0] if outcome[2].strip() else ""
-            problems.append(f"rank {rank}: {outcome[1]}: {message[:300]}")
+            problems.append(f"rank {rank}: {outcome[1]}: {_short(message)[:600]}")
     if problems:
         raise RanksFailed("; ".join(problems))
     return [outcomes[rank][1] for rank in range(world_size)]

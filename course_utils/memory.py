@@ -132,3 +132,24 @@ def measure_cuda(shape: StepShape = StepShape(), device="cuda") -> dict[str, dic
         del model, x, y
         torch.cuda.empty_cache()
     return results
+
+
+def snapshot_summary(snapshot: dict, top: int = 3) -> list[str]:
+    """Lines that say what a CUDA memory snapshot (torch.cuda.memory._snapshot()) holds: the
+    reserved segments, the live blocks, and the largest ones with the Python line that made
+    each (recorded when _record_memory_history was on)."""
+    segments = snapshot.get("segments", [])
+    reserved = sum(s["total_size"] for s in segments)
+    live = [b for s in segments for b in s["blocks"] if b["state"] == "active_allocated"]
+    lines = [
+        f"{len(segments)} segments reserve {reserved / 2**20:.1f} MiB; {len(live)} live blocks "
+        f"hold {sum(b['size'] for b in live) / 2**20:.1f} MiB"
+    ]
+    for block in sorted(live, key=lambda b: -b["size"])[:top]:
+        python = [f for f in block.get("frames", []) if f["filename"].endswith(".py")]
+        python = [f for f in python if "/torch/" not in f["filename"]] or python  # your line
+        where = "an unrecorded place"
+        if python:
+            where = f"{Path(python[0]['filename']).name}:{python[0]['line']} {python[0]['name']}"
+        lines.append(f"  {block['size'] / 2**20:7.1f} MiB from {where}")
+    return lines

@@ -9,6 +9,8 @@ process, which it pauses for an instant. A hung rank shows the same stack dump a
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+ANSI_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def py_spy() -> str | None:
@@ -36,13 +40,14 @@ def py_spy_dump(pid: int, timeout: float = 20.0) -> str:
             "py-spy is not installed: pip install py-spy (it is in requirements.txt)"
         )
     done = subprocess.run(
-        [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout
-    )
+        [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(
             f"py-spy dump --pid {pid} failed: {(done.stderr or done.stdout).strip()}"
         )
-    return done.stdout
+    return ANSI_ESCAPES.sub("", done.stdout)  # some terminals' settings force colours anyway
 
 
 def frames(dump: str) -> list[str]:

@@ -48,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--master-port", type=int, default=None, help="rank 0 listens here (alone)")
     p.add_argument("--truth", default=None, help="rank 0 writes the run's truth (JSON) here")
     args = p.parse_args(argv)
-    if args.steps < 1 or not 1 <= args.fault_step <= args.steps:
+    if args.steps < 1 or (args.fault != "none" and not 1 <= args.fault_step <= args.steps):
         p.error(f"--fault-step {args.fault_step} must be one of the --steps (1..{args.steps})")
     return args
 
