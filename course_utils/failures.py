@@ -211,7 +211,7 @@ def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = 
     of a training loop would.
 
     The processes are forked, so `fn` may be defined in a notebook. `timeout` bounds the join
-    and every collective; a process still alive `timeout` + 10 s after its start is killed, so
+    and every collective; a process still alive `timeout` + 5 s after its start is killed, so
     none is left behind. env: variables set in each rank before it joins, such as
     TORCH_DISTRIBUTED_DEBUG=DETAIL or the flight recorder's (a rank that fails dumps its
     record). Raises RanksFailed naming each rank that raised or hung, and NotImplementedError
@@ -230,7 +230,7 @@ def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = 
     ]
     for p in procs:
         p.start()
-    deadline = time.monotonic() + timeout + 10
+    deadline = time.monotonic() + timeout + 5
     outcomes = {}
     for rank, (p, (r, _)) in enumerate(zip(procs, pipes)):
         if r.poll(max(0.0, deadline - time.monotonic())):

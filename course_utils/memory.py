@@ -29,9 +29,9 @@ STEPS = ("big batch", "accumulation", "checkpointing")
 class StepShape:
     """The model and batch every measured step uses (small enough for a 2-core laptop)."""
 
-    batch: int = 2048
-    width: int = 512
-    depth: int = 8
+    batch: int = 4096
+    width: int = 128  # narrow and deep: activation memory grows, compute does not much
+    depth: int = 16
     micro_batches: int = 4  # gradient accumulation
     segments: int = 4  # activation checkpointing
 

@@ -88,7 +88,10 @@ def stacks_of_stuck_ranks(marker: str, nproc: int, limit: float, interval: float
     """py-spy every rank of a launch (found by `marker` in their command lines) until three
     dumps in a row show the same main-thread stack for every rank, outside an import (loading
     torch's libraries can take a second): they are stuck there.
-    Returns {rank: dump}, or {} when that did not happen within `limit` seconds."""
+    Returns {rank: dump}, or {} when that did not happen within `limit` seconds or py-spy is
+    not installed."""
+    if py_spy() is None:
+        return {}
     deadline, previous, same = time.monotonic() + limit, None, 0
     while time.monotonic() < deadline:
         ranks = _ranks_running(marker)

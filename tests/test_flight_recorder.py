@@ -1,0 +1,38 @@
+"""course_utils.flight_recorder: reading records (dumping them needs ranks: tests/integration)."""
+
+import pickle
+
+from course_utils import flight_recorder
+
+
+def _entry(seq, op, sizes):
+    return {"collective_seq_id": seq, "profiling_name": f"gloo:{op}", "input_sizes": sizes,
+            "process_group": ("0", "default_pg")}  # fmt: skip
+
+
+def test_last_collectives_name_the_missing_rank():
+    records = {0: [_entry(1, "all_reduce", [[4]]), _entry(2, "all_reduce", [[4]])],
+               1: [_entry(1, "all_reduce", [[4]])], 2: []}  # fmt: skip
+    assert flight_recorder.last_collectives(records) == {
+        0: "#2 all_reduce [[4]]", 1: "#1 all_reduce [[4]]", 2: "none"
+    }  # fmt: skip
+
+
+def test_flight_records_are_read_per_rank(tmp_path):
+    for rank in (1, 0):
+        dump = {"entries": [_entry(1, "broadcast", [[2]])], "pg_config": {}, "version": "2.10"}
+        (tmp_path / f"rank_{rank}").write_bytes(pickle.dumps(dump))
+    (tmp_path / "notes.txt").write_text("not a record")
+    records = flight_recorder.flight_records(tmp_path)
+    assert list(records) == [0, 1] and records[1][0]["profiling_name"] == "gloo:broadcast"
+
+
+def test_no_dump_unless_recording(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCH_FR_BUFFER_SIZE", raising=False)
+    monkeypatch.setenv("TORCH_FR_DUMP_TEMP_FILE", str(tmp_path / "rank_"))
+    assert flight_recorder.dump_flight_record(0) is None and not list(tmp_path.iterdir())
+
+
+def test_route_says_what_this_pytorch_offers():
+    route = flight_recorder.flight_recorder_route()
+    assert "gloo" in route and ("records" in route or "has no flight recorder" in route)
