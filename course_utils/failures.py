@@ -33,7 +33,8 @@ CAUSES = {
     "mismatch": "mismatch",  # a different collective (or shape) from the others
     "oom": "out of memory",  # an allocation that cannot fit
 }
-IMPOSSIBLE_ROWS = 2**38  # x 16 float32 = 16 TiB: refused at once, nothing is really allocated
+IMPOSSIBLE_ROWS = 2**56  # x 16 float32 = 4 EiB: more than any address space, so refused at once
+# even where the kernel overcommits memory (16 TiB could be granted there, then filled).
 PROGRAM = "course_utils.jobs.faulty_ddp"
 
 

@@ -84,13 +84,27 @@ def analyse_flight_records(folder, world_size: int) -> tuple[str, str]:
 
     PyTorch 2.14's gloo dumps name the default group "" in pg_config but "0" in their entries,
     and the analyser stops with a KeyError; then a copy with the group renamed is analysed,
-    and the route says so."""
+    and the route says so. Where the analyser is missing or fails, the report is empty and the
+    route says why (the records themselves are still there: `flight_records`)."""
+    if not list(Path(folder).glob("*[0-9]")):
+        return "", f"no flight records in {folder}: {flight_recorder_route()}"
     try:
         return _run_analyser(folder), "the analyser read the dumps as written"
     except ImportError:
         return "", f"PyTorch {torch.__version__} has no torch.distributed.flight_recorder"
     except KeyError:
-        pass
+        pass  # the gloo gap: repair a copy, below
+    except Exception as e:  # an analyser of another version that cannot read these dumps
+        return "", f"PyTorch's analyser failed on these dumps ({type(e).__name__}: {e})"
+    try:
+        report = _run_analyser(_with_group_named(folder, world_size))
+    except Exception as e:
+        return "", f"PyTorch's analyser failed, even on repaired dumps ({type(e).__name__}: {e})"
+    return report, "the dumps' group name was repaired (a gloo gap in this PyTorch), then analysed"
+
+
+def _with_group_named(folder, world_size: int) -> Path:
+    """A copy of the dumps whose pg_config names the group as their entries do."""
     repaired = Path(folder).with_name(Path(folder).name + "-renamed")
     shutil.rmtree(repaired, ignore_errors=True)
     repaired.mkdir()
@@ -101,8 +115,7 @@ def analyse_flight_records(folder, world_size: int) -> tuple[str, str]:
         ranks = str(list(range(world_size)))
         dump["pg_config"] = {group[0]: {"name": group[0], "desc": group[1], "ranks": ranks}}
         (repaired / path.name).write_bytes(pickle.dumps(dump))
-    report = _run_analyser(repaired)
-    return report, "the dumps' group name was repaired (a gloo gap in this PyTorch), then analysed"
+    return repaired
 
 
 def _run_analyser(folder) -> str:
