@@ -85,20 +85,23 @@ def provoke(
             "--stall", limit, "--truth", truth_path]  # fmt: skip
     env = {"OMP_NUM_THREADS": "1", **(env or {})}
     stacks: dict[int, str] = {}
-    stopper = None
-    if take_stacks:
-        stopper = threading.Thread(
-            target=lambda: stacks.update(stacks_of_stuck_ranks(str(truth_path), nproc, limit)),
+    launched, looker = threading.Event(), None
+    if take_stacks:  # while the launch runs, a thread waits for its ranks to get stuck
+        looker = threading.Thread(
+            target=lambda: stacks.update(
+                stacks_of_stuck_ranks(str(truth_path), nproc, limit, stop=launched)
+            ),
             daemon=True,
         )
-        stopper.start()
+        looker.start()
     start = time.perf_counter()
     result = distributed.launch(
         PROGRAM, *args, nproc=nproc, env=env, timeout=limit, check=False, echo=False
     )
     seconds = time.perf_counter() - start
-    if stopper is not None:
-        stopper.join(timeout=5)
+    launched.set()
+    if looker is not None:
+        looker.join(timeout=5)
     (folder / "output.log").write_text(result.output)
     if stacks:
         (folder / "stacks.json").write_text(json.dumps(stacks, indent=1))

@@ -84,22 +84,29 @@ def _ranks_running(marker: str) -> dict[int, psutil.Process]:
     return found
 
 
-def stacks_of_stuck_ranks(marker: str, nproc: int, limit: float, interval: float = 0.3):
+def stacks_of_stuck_ranks(
+    marker: str, nproc: int, limit: float, interval: float = 0.3, stop=None
+) -> dict[int, str]:
     """py-spy every rank of a launch (found by `marker` in their command lines) until three
     dumps in a row show the same main-thread stack for every rank, outside an import (loading
     torch's libraries can take a second): they are stuck there.
-    Returns {rank: dump}, or {} when that did not happen within `limit` seconds or py-spy is
-    not installed."""
+
+    Returns {rank: dump}, or {} when that did not happen within `limit` seconds, when `stop`
+    (a threading.Event) is set, when py-spy is not installed, or when it failed 10 times in a
+    row on running ranks (no permission to trace them)."""
     if py_spy() is None:
         return {}
-    deadline, previous, same = time.monotonic() + limit, None, 0
-    while time.monotonic() < deadline:
+    deadline, previous, same, failed = time.monotonic() + limit, None, 0, 0
+    while time.monotonic() < deadline and not (stop and stop.is_set()):
         ranks = _ranks_running(marker)
         if len(ranks) == nproc:
             try:
                 dumps = {rank: py_spy_dump(p.pid) for rank, p in sorted(ranks.items())}
-            except RuntimeError:  # a rank ended while we looked
-                dumps = None
+                failed = 0
+            except RuntimeError:  # a rank ended while we looked, or py-spy may not trace it
+                dumps, failed = None, failed + 1
+                if failed >= 10:
+                    return {}
             now = {rank: frames(d) for rank, d in dumps.items()} if dumps else None
             importing = now is None or any("_find_and_load" in f for f in now.values())
             same = same + 1 if not importing and now == previous else 0

@@ -36,3 +36,28 @@ def test_rank_of_reads_the_launchers_variables(monkeypatch):
 def test_no_stacks_without_py_spy(monkeypatch):
     monkeypatch.setattr(stacks, "py_spy", lambda: None)
     assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60) == {}
+
+
+def test_looking_stops_when_asked(monkeypatch):
+    import threading
+
+    stop = threading.Event()
+    stop.set()
+    monkeypatch.setattr(stacks, "py_spy", lambda: "/usr/bin/py-spy")
+    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, stop=stop) == {}
+
+
+def test_looking_gives_up_when_py_spy_keeps_failing(monkeypatch):
+    monkeypatch.setattr(stacks, "py_spy", lambda: "/usr/bin/py-spy")
+    monkeypatch.setattr(stacks, "_ranks_running", lambda marker: {0: Pid(1), 1: Pid(2)})
+
+    def denied(pid):
+        raise RuntimeError("Permission denied")
+
+    monkeypatch.setattr(stacks, "py_spy_dump", denied)
+    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, interval=0) == {}
+
+
+class Pid:
+    def __init__(self, pid):
+        self.pid = pid
