@@ -3,9 +3,10 @@
 `provoke` runs `course_utils.jobs.faulty_ddp` under torchrun with one fault and returns a
 `FailureRun`: the launch's whole output, the truth the program recorded (which rank it made
 fail, and how), and, for a hang, every rank's Python stack taken with py-spy while it hung.
-`provoke_all` runs several side by side (most of a failure is waiting for a timeout). The
-flight recorder's dumps are read with `flight_records` and the official analyser
-(`course_utils.flight_recorder`). `leftover_processes` says whether anything was left behind.
+`provoke_all` runs several side by side (most of a failure is waiting for a timeout).
+`run_ranks` runs a function on forked gloo ranks within a timeout; `batch_script_problems`
+reads a batch script as sbatch and srun will; `leftover_processes` says whether anything was
+left behind.
 Taught in lesson 09, with `stacks` (py-spy), `flight_recorder` and `memory`.
 """
 
@@ -105,6 +106,10 @@ def provoke(
     (folder / "output.log").write_text(result.output)
     if stacks:
         (folder / "stacks.json").write_text(json.dumps(stacks, indent=1))
+    if not truth_path.is_file():
+        raise RuntimeError(
+            f"{PROGRAM} ended before rank 0 wrote {truth_path}:\n{result.output[-2000:]}"
+        )
     truth = json.loads(truth_path.read_text())
     return FailureRun(fault, result.output, result.returncode, seconds, truth, stacks)
 
@@ -138,7 +143,8 @@ def load_runs(folder) -> list[FailureRun]:
             continue
         truth = json.loads((sub / "truth.json").read_text())
         stacks_file = sub / "stacks.json"
-        stacks = json.loads(stacks_file.read_text()) if stacks_file.is_file() else {}
+        saved = json.loads(stacks_file.read_text()) if stacks_file.is_file() else {}
+        stacks = {int(rank): dump for rank, dump in saved.items()}  # JSON keys are strings
         output = (sub / "output.log").read_text()
         runs.append(FailureRun(sub.name, output, -1, 0.0, truth, stacks))
     return runs

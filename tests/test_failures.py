@@ -3,6 +3,7 @@
 The logs are the course's recorded runs (real torchrun output with the truth the program
 wrote); provoking failures and forked ranks are in tests/integration/test_failures.py."""
 
+import json
 import os
 
 import pytest
@@ -45,6 +46,15 @@ def test_load_runs_skips_folders_without_a_run(tmp_path):
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "truth.json").write_text("{}")
     assert failures.load_runs(tmp_path) == [] and failures.load_runs(tmp_path / "nothing") == []
+
+
+def test_load_runs_gives_the_stacks_by_rank(tmp_path, recorded):
+    run = recorded["hang-rank1"]
+    (tmp_path / "hang").mkdir()
+    (tmp_path / "hang" / "output.log").write_text(run.output)
+    (tmp_path / "hang" / "truth.json").write_text(json.dumps(run.truth))
+    (tmp_path / "hang" / "stacks.json").write_text(json.dumps({"0": "dump of rank 0"}))
+    assert failures.load_runs(tmp_path)[0].stacks == {0: "dump of rank 0"}
 
 
 def test_provoke_refuses_an_unknown_fault(tmp_path):

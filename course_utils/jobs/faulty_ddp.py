@@ -95,10 +95,14 @@ def train(args, rank: int, faulty: bool) -> None:
         distributed.print_line(f"rank {rank}: step {step} done")
 
 
-def on_sigterm(signum, frame) -> None:
-    """The launcher stops the survivors of a failure: leave the flight record first."""
-    flight_recorder.dump_flight_record(dist.get_rank())
-    distributed.exit_now(128 + signum)
+def leave_record_on_sigterm(rank: int) -> None:
+    """The launcher stops the survivors of a failure (SIGTERM): leave the flight record first."""
+
+    def handler(signum, frame):
+        flight_recorder.dump_flight_record(rank)
+        distributed.exit_now(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def main(argv=None) -> int:
@@ -113,7 +117,7 @@ def main(argv=None) -> int:
     if faulty and args.fault == "never-joins":
         stall(args.stall)
     distributed.init_process_group("gloo", env, timeout=args.timeout, device=torch.device("cpu"))
-    signal.signal(signal.SIGTERM, on_sigterm)
+    leave_record_on_sigterm(env.rank)
     try:
         train(args, env.rank, faulty)
     except Exception:
