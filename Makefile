@@ -88,7 +88,7 @@ GPU_SITE ?= .gpu-site
 WHEELS ?= wheels
 GPU_WHEEL_OPTS ?= --python-version 3.12 --only-binary=:all:
 GPU_TOOLS := nbval==0.11.0 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 ipywidgets==8.1.9 \
-	line_profiler==5.1.0 psutil==7.2.2
+	line_profiler==5.1.0 psutil==7.2.2 py-spy==0.4.2
 # Where the copy has no .git, pass the commit it was made from: make test-gpu COURSE_COMMIT=abc1234
 COURSE_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 GPU_RUN := COURSE_COMMIT=$(COURSE_COMMIT) PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PYTHON)

@@ -12,5 +12,8 @@
     cpp_demo          export, compile and run in C++ on a node (07) slurm/cpp_job.sh
     reference_gpu     record the GPU references lessons 03 and 04 show   slurm/reference_gpu.sh
     your_program      start YOUR program as the slurm scripts do: rank variables, data stand-in
+    faulty_ddp        a training loop that fails on purpose, one way at a time (09)
+    stacks            py-spy every rank of a Slurm job on this node (09)  slurm/stacks.sh
+    memory_peak       peak memory of a step: big batch, accumulation, checkpointing (09)
 Each program's options are in its `parse_args`; it imports lesson helpers, never the other way.
 """

@@ -1,0 +1,374 @@
+"""When jobs fail: provoke a failure for real, bounded by timeouts, and read what it left.
+
+`provoke` runs `course_utils.jobs.faulty_ddp` under torchrun with one fault and returns a
+`FailureRun`: the launch's whole output, the truth the program recorded (which rank it made
+fail, and how), and, for a hang, every rank's Python stack taken with py-spy while it hung.
+`provoke_all` runs several side by side (most of a failure is waiting for a timeout).
+`run_ranks` runs a function on forked gloo ranks within a timeout; `batch_script_problems`
+reads a batch script as sbatch and srun will; `leftover_processes` says whether anything was
+left behind.
+Taught in lesson 09, with `stacks` (py-spy), `flight_recorder` and `memory`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from course_utils import distributed, flight_recorder
+from course_utils.stacks import stacks_of_stuck_ranks
+
+# What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
+CAUSES = {
+    "never-joins": "never joined",  # stuck before init_process_group
+    "hang": "hung",  # stuck before a collective the others wait in
+    "mismatch": "mismatch",  # a different collective (or shape) from the others
+    "oom": "out of memory",  # an allocation that cannot fit
+}
+IMPOSSIBLE_ROWS = 2**56  # x 16 float32 = 4 EiB: more than any address space, so refused at once
+# even where the kernel overcommits memory (16 TiB could be granted there, then filled).
+PROGRAM = "course_utils.jobs.faulty_ddp"
+
+
+@dataclass(frozen=True)
+class FailureRun:
+    """One provoked failure: what the launch printed, and what really happened."""
+
+    name: str
+    output: str
+    returncode: int
+    seconds: float
+    truth: dict
+    stacks: dict[int, str] = field(default_factory=dict)  # rank -> py-spy dump, for a hang
+
+    @property
+    def faulty_rank(self) -> int:
+        return self.truth["rank"]
+
+    @property
+    def cause(self) -> str:
+        return self.truth["cause"]
+
+
+def provoke(
+    fault: str,
+    folder,
+    *,
+    faulty_rank: int = 1,
+    timeout: float = 3.0,
+    nproc: int = 2,
+    env: dict | None = None,
+    take_stacks: bool = False,
+    limit: float = 90.0,
+) -> FailureRun:
+    """Run faulty_ddp under torchrun with `fault` on `faulty_rank`; save and return the run.
+
+    timeout: the job's own limit for joining and for each collective (the fix the lesson
+    teaches); limit: the launcher's wall-clock limit, which kills the whole tree if the job's
+    own limits did not end it. take_stacks: py-spy every rank once they stop moving.
+    """
+    if fault not in CAUSES:
+        raise ValueError(f"fault {fault!r} is not one of {', '.join(CAUSES)}")
+    folder = Path(folder) / fault
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    truth_path = folder / "truth.json"
+    args = ["--fault", fault, "--faulty-rank", faulty_rank, "--timeout", timeout,
+            "--stall", limit, "--truth", truth_path]  # fmt: skip
+    env = {"OMP_NUM_THREADS": "1", **(env or {})}
+    stacks: dict[int, str] = {}
+    launched, looker = threading.Event(), None
+    if take_stacks:  # while the launch runs, a thread waits for its ranks to get stuck
+        looker = threading.Thread(
+            target=lambda: stacks.update(
+                stacks_of_stuck_ranks(str(truth_path), nproc, limit, stop=launched)
+            ),
+            daemon=True,
+        )
+        looker.start()
+    start = time.perf_counter()
+    result = distributed.launch(
+        PROGRAM, *args, nproc=nproc, env=env, timeout=limit, check=False, echo=False
+    )
+    seconds = time.perf_counter() - start
+    launched.set()
+    if looker is not None:
+        looker.join(timeout=5)
+    (folder / "output.log").write_text(result.output)
+    if stacks:
+        (folder / "stacks.json").write_text(json.dumps(stacks, indent=1))
+    if not truth_path.is_file():
+        raise RuntimeError(
+            f"{PROGRAM} ended before rank 0 wrote {truth_path}:\n{result.output[-2000:]}"
+        )
+    truth = json.loads(truth_path.read_text())
+    return FailureRun(fault, result.output, result.returncode, seconds, truth, stacks)
+
+
+def provoke_all(faults: dict[str, dict], folder) -> dict[str, FailureRun]:
+    """`provoke` each fault (name -> its keyword arguments) side by side, in threads."""
+    runs: dict[str, FailureRun] = {}
+    errors: list[BaseException] = []
+
+    def one(fault, kwargs):
+        try:
+            runs[fault] = provoke(fault, folder, **kwargs)
+        except BaseException as e:  # re-raised below, in the caller's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=item) for item in faults.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return {fault: runs[fault] for fault in faults}
+
+
+def load_runs(folder) -> list[FailureRun]:
+    """The runs saved under `folder` (one sub-folder each with output.log and truth.json)."""
+    runs = []
+    for sub in sorted(p for p in Path(folder).glob("*") if (p / "truth.json").is_file()):
+        if not (sub / "output.log").is_file():
+            continue
+        truth = json.loads((sub / "truth.json").read_text())
+        stacks_file = sub / "stacks.json"
+        saved = json.loads(stacks_file.read_text()) if stacks_file.is_file() else {}
+        stacks = {int(rank): dump for rank, dump in saved.items()}  # JSON keys are strings
+        output = (sub / "output.log").read_text()
+        runs.append(FailureRun(sub.name, output, -1, 0.0, truth, stacks))
+    return runs
+
+
+def error_lines(output: str) -> dict[int, list[str]]:
+    """Each rank's error messages in a torchrun log: the "[rankN]: SomeError: ..." lines."""
+    found: dict[int, list[str]] = {}
+    for rank, message in re.findall(
+        r"^\[rank(\d+)\]:\s*(\w+(?:Error|Exception): .*)$", output, re.M
+    ):
+        found.setdefault(int(rank), []).append(message)
+    return found
+
+
+def root_cause_rank(output: str) -> int | None:
+    """The rank torchrun's summary calls the root cause: the FIRST to exit with an error,
+    which in a hang is a rank that waited, not the one that stalled."""
+    m = re.search(
+        r"Root Cause \(first observed failure\):\n\[\d+\]:\n(?:.*\n)*?\s*rank\s*:\s*(\d+)", output
+    )
+    return int(m[1]) if m else None
+
+
+def exit_codes(output: str) -> dict[int, int]:
+    """Each rank's exit code from torchrun's summary (-15: stopped by torchrun's SIGTERM)."""
+    pairs = re.findall(r"rank\s*:\s*(\d+) \(local_rank.*\n\s*exitcode\s*:\s*(-?\d+)", output)
+    return {int(rank): int(code) for rank, code in pairs}
+
+
+# --- Leftovers and the environment ------------------------------------------------------------
+
+
+def leftover_processes(parent: psutil.Process | None = None) -> list[psutil.Process]:
+    """Live (not zombie) descendants of `parent` (default: this process)."""
+    parent = parent or psutil.Process()
+    alive = []
+    for p in parent.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+    return alive
+
+
+@contextlib.contextmanager
+def patched_environ(**values: str | None):
+    """Set (or, with None, remove) variables of os.environ inside the block; restore after."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+# --- A function run by real ranks (forked), bounded by a timeout ------------------------------
+
+
+class RanksFailed(RuntimeError):
+    """Some ranks raised, or did not finish in time; the message names each and why."""
+
+
+def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = None) -> list:
+    """Return [fn(rank, world_size) for each rank], each called in a process of its own that
+    joined a gloo group of `world_size`; then every rank meets at a barrier, as the next step
+    of a training loop would.
+
+    The processes are forked, so `fn` may be defined in a notebook. `timeout` bounds the join
+    and every collective; a process still alive `timeout` + 5 s after its start is killed, so
+    none is left behind. env: variables set in each rank before it joins, such as
+    TORCH_DISTRIBUTED_DEBUG=DETAIL or the flight recorder's (a rank that fails dumps its
+    record). Raises RanksFailed naming each rank that raised or hung, and NotImplementedError
+    when `fn` is an exercise's stub.
+    """
+    import multiprocessing
+
+    if world_size < 1 or timeout <= 0:
+        raise ValueError(f"world_size={world_size} must be >= 1 and timeout={timeout} > 0")
+    ctx = multiprocessing.get_context("fork")
+    port = distributed._free_port()
+    pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]
+    procs = [
+        ctx.Process(target=_rank_main, args=(fn, rank, world_size, port, timeout, env or {}, w))
+        for rank, (_, w) in enumerate(pipes)
+    ]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout + 5
+    outcomes = {}
+    for rank, (p, (r, _)) in enumerate(zip(procs, pipes)):
+        if r.poll(max(0.0, deadline - time.monotonic())):
+            outcomes[rank] = r.recv()
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return _results(outcomes, world_size, timeout)
+
+
+def _rank_main(fn, rank, world_size, port, timeout, env, conn) -> None:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the notebook shows no rank's stray output
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.environ.update({"TORCH_DISTRIBUTED_DEBUG": "OFF", **env})
+    dist.set_debug_level_from_env()  # read at import; this rank may differ from its parent
+    try:
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+            timeout=timedelta(seconds=timeout),
+        )  # fmt: skip
+        result = fn(rank, world_size)
+        dist.barrier()
+        conn.send(("ok", result))
+    except BaseException as e:  # reported to the parent, which raises
+        flight_recorder.dump_flight_record(rank)
+        conn.send(("error", type(e).__name__, str(e)))
+    finally:
+        conn.close()
+        os._exit(0)  # a forked child must not run its parent's exit handlers
+
+
+def _short(message: str) -> str:
+    """A collective's fingerprint (TORCH_DISTRIBUTED_DEBUG=DETAIL) without its long device part."""
+    return re.sub(r", TensorDeviceTypes=TensorOptions\(.*?\(nullopt\)\)", "", message)
+
+
+def _results(outcomes: dict, world_size: int, timeout: float) -> list:
+    problems = []
+    for rank in range(world_size):
+        outcome = outcomes.get(rank)
+        if outcome is None:
+            problems.append(f"rank {rank}: did not finish within {timeout:g} s and was killed")
+        elif outcome[0] == "error":
+            if outcome[1] == "NotImplementedError":
+                raise NotImplementedError(outcome[2])
+            message = outcome[2].strip().splitlines()[0] if outcome[2].strip() else ""
+            problems.append(f"rank {rank}: {outcome[1]}: {_short(message)[:600]}")
+    if problems:
+        raise RanksFailed("; ".join(problems))
+    return [outcomes[rank][1] for rank in range(world_size)]
+
+
+# --- Batch scripts that hang: the rules a reader checks ----------------------------------------
+
+# A DDP job that hangs at start-up (lesson 09's exercise): every line looks reasonable.
+BROKEN_BATCH_SCRIPT = """\
+#!/bin/bash
+#SBATCH --job-name=ddp-broken
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --cpus-per-task=1
+set -euo pipefail
+#SBATCH --time=00:05:00
+# Submit from the course folder: sbatch broken.sh
+source slurm/config.sh
+course_activate
+export MASTER_ADDR=$(hostname) MASTER_PORT=29500
+export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS
+python -m course_utils.jobs.faulty_ddp --timeout 20
+"""
+
+
+def sbatch_directives(script: str) -> dict[str, str]:
+    """The options sbatch reads from a script: #SBATCH lines up to the first command (it
+    ignores every #SBATCH line after that). "--ntasks=2" -> {"ntasks": "2"}."""
+    options = {}
+    for line in script.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        m = re.match(r"#SBATCH\s+--([\w-]+)(?:[=\s]\s*(\S+))?", stripped)
+        if m:
+            options[m[1]] = m[2] or ""
+    return options
+
+
+def batch_script_problems(script: str) -> list[str]:
+    """What makes a DDP batch script hang or misbehave, each with the rule and the fix.
+    An empty list: none of the checks found a problem."""
+    problems, directives = [], sbatch_directives(script)
+    lines = script.splitlines()
+    for number, line in enumerate(lines, 1):
+        stripped = line.strip()
+        m = re.match(r"#SBATCH\s+(--\S+)", stripped)
+        if m and m[1].split("=")[0].lstrip("-") not in directives:
+            problems.append(
+                f"line {number}: '#SBATCH {m[1]}' comes after the first command, so sbatch "
+                "ignores it: put every #SBATCH line before the first command"
+            )
+        if re.match(r"^(exec\s+)?python3?\s", stripped):
+            problems.append(
+                f"line {number}: the batch script starts python itself, once: it is 1 process, "
+                "not one per task; start it with srun (srun python ...)"
+            )
+        names = re.findall(r"\b(RANK|LOCAL_RANK|WORLD_SIZE)=", stripped)
+        if names:
+            problems.append(
+                f"line {number}: {', '.join(names)} set in the batch script, which is not a "
+                "task (SLURM_PROCID and SLURM_LOCALID are 0 there): every task would get the "
+                "script's values; drop them and let each task read SLURM_PROCID, "
+                "SLURM_LOCALID and SLURM_NTASKS"
+            )
+        if re.search(r"\bMASTER_PORT=\d+\b", stripped):
+            problems.append(
+                f"line {number}: a fixed MASTER_PORT collides with any other job on the same "
+                "node (EADDRINUSE); derive it from the job id: "
+                "MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)) (course_master does)"
+            )
+    if "time" not in directives:
+        problems.append(
+            "no --time among the #SBATCH lines sbatch reads: the job gets the partition's "
+            "default limit (often days), and a hung job holds its nodes until then"
+        )
+    return problems

@@ -1,0 +1,113 @@
+"""Lesson 09 checkers: pass on the reference, fail with a useful message on known-wrong answers,
+and a stub is "not attempted". 09.2 runs answers on forked ranks, so its test is in
+tests/integration/test_failures.py."""
+
+import json
+import re
+
+from torch import nn
+
+from course_utils import failures
+from course_utils.grading import NOT_ATTEMPTED, run_check
+from course_utils.grading.checks.lesson09 import RECORDED_RUNS
+
+
+def stub(*args):
+    raise NotImplementedError("Exercise 09.k")
+
+
+def diagnose(log):
+    errors = {}
+    for rank, message in re.findall(r"^\[rank(\d+)\]:\s*(\w+Error: .*)$", log, re.M):
+        errors.setdefault(int(rank), []).append(message)
+    for rank, message in re.findall(r"^\w+Error: rank (\d+): (not all .*)$", log, re.M):
+        errors.setdefault(int(rank), []).append(message)
+    ranks = {int(r) for r in re.findall(r"^rank (\d+)/\d+: started", log, re.M)}
+    for rank, messages in errors.items():
+        if any("can't allocate memory" in m for m in messages):
+            return rank, "out of memory"
+    odd = re.search(r"Rank (\d+) is running collective: \S+=\d+, OpType=(?!ALLREDUCE)", log)
+    if odd:
+        return int(odd[1]), "mismatch"
+    silent = sorted(ranks - set(errors))
+    if any("joined" in m for messages in errors.values() for m in messages):
+        return silent[0], "never joined"
+    return silent[0], "hung"
+
+
+def test_09_1_diagnose_real_logs(tmp_path):
+    assert run_check("09.1", diagnose).passed
+    assert run_check("09.1", diagnose, tmp_path).passed  # a notebook's folder without runs yet
+    trusts_torchrun = run_check("09.1", lambda log: (failures.root_cause_rank(log), "hung"))
+    assert trusts_torchrun.verdict == "failed"
+    assert "torchrun's 'Root Cause' is the first rank to exit with an error" in (
+        trusts_torchrun.message
+    )
+    vague = run_check("09.1", lambda log: (0, "timeout"))
+    assert vague.message.startswith("the log of run 'hang-rank0': expected a cause among [")
+    assert run_check("09.1", stub).verdict == NOT_ATTEMPTED
+
+
+def test_09_1_reads_the_notebooks_own_runs_too(tmp_path):
+    """A run in the notebook's folder is checked against its own truth (here: a false one)."""
+    recorded = failures.load_runs(RECORDED_RUNS)[0]
+    (tmp_path / "extra").mkdir()
+    (tmp_path / "extra" / "output.log").write_text(recorded.output)
+    wrong_truth = {**recorded.truth, "rank": 1 - recorded.truth["rank"]}
+    (tmp_path / "extra" / "truth.json").write_text(json.dumps(wrong_truth))
+    result = run_check("09.1", diagnose, tmp_path)
+    assert result.verdict == "failed" and "the log of run 'extra'" in result.message
+
+
+FIXED = """\
+#!/bin/bash
+#SBATCH --job-name=ddp-fixed
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --cpus-per-task=1
+#SBATCH --time=00:05:00
+set -euo pipefail
+source slurm/config.sh
+course_activate
+srun python -m course_utils.jobs.faulty_ddp --timeout 20
+"""
+
+
+def test_09_3_batch_script():
+    assert run_check("09.3", lambda broken: FIXED).passed
+    unchanged = run_check("09.3", lambda broken: broken)
+    assert unchanged.message.startswith(
+        "expected no problem left, got line 7: '#SBATCH --time=00:05:00' comes after the first"
+    )
+    one_task = run_check("09.3", lambda broken: FIXED.replace("per-node=2", "per-node=1"))
+    assert one_task.message == (
+        "expected 2 tasks, as before (--ntasks-per-node=2 on 1 node), got 1 tasks"
+    )
+    assert run_check("09.3", stub).verdict == NOT_ATTEMPTED
+
+
+def accumulate_gradients(model, inputs, targets, micro_batches):
+    for xs, ys in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+        loss = nn.functional.mse_loss(model(xs), ys) * len(xs) / len(inputs)
+        loss.backward()
+
+
+def test_09_4_gradient_accumulation():
+    assert run_check("09.4", accumulate_gradients).passed
+
+    def divides_by_count(model, inputs, targets, micro_batches):  # wrong for an uneven chunk
+        for xs, ys in zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)):
+            (nn.functional.mse_loss(model(xs), ys) / micro_batches).backward()
+
+    uneven = run_check("09.4", divides_by_count)
+    assert uneven.verdict == "failed"
+    assert uneven.message.startswith("10 rows in 4 micro-batches: expected the big batch's")
+    assert "its share of the rows" in uneven.message
+
+    def whole_batch(model, inputs, targets, micro_batches):
+        nn.functional.mse_loss(model(inputs), targets).backward()
+
+    assert run_check("09.4", whole_batch).message == (
+        "12 rows in 4 micro-batches: expected batches of at most 3 rows, got batches of [12]"
+    )
+    assert run_check("09.4", stub).verdict == NOT_ATTEMPTED

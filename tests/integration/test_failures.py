@@ -1,0 +1,113 @@
+"""Lesson 09's failures, provoked for real: each ends within its timeouts, is diagnosed with the
+real tools (py-spy, the flight recorder), and leaves no process behind."""
+
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from course_utils import failures, flight_recorder, memory, stacks
+from course_utils.grading import NOT_ATTEMPTED, run_check
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    yield
+    assert [p.cmdline() for p in failures.leftover_processes()] == []
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A hang on rank 1 (stacks, flight records) and rank 0 never joining, side by side."""
+    folder = tmp_path_factory.mktemp("failures")
+    record = {"TORCH_FR_BUFFER_SIZE": "64", "TORCH_FR_DUMP_TEMP_FILE": str(folder / "fr" / "rank_")}
+    start = time.perf_counter()
+    found = failures.provoke_all({
+        "hang": dict(faulty_rank=1, timeout=4, take_stacks=True, env=record),
+        "never-joins": dict(faulty_rank=0, timeout=3),
+    }, folder)  # fmt: skip
+    return found, folder, time.perf_counter() - start
+
+
+def test_the_runs_end_within_their_timeouts(runs):
+    found, _, seconds = runs
+    assert all(run.returncode != 0 for run in found.values())
+    assert seconds < 60  # the launcher's own limit is 90 s: the job's timeouts ended them
+
+
+def test_py_spy_shows_where_each_rank_of_a_hang_is(runs):
+    hang = runs[0]["hang"]
+    assert sorted(hang.stacks) == [0, 1], hang.output
+    waiting, stalled = (stacks.frames(hang.stacks[r]) for r in (0, 1))
+    assert waiting[0] == "all_reduce" and "average_gradients" in waiting
+    assert stalled[:2] == ["stall", "load_next_batch"]
+    assert failures.root_cause_rank(hang.output) == 0  # torchrun blames the rank that waited
+
+
+def test_flight_records_name_the_missing_rank(runs):
+    folder = runs[1] / "fr"
+    last = flight_recorder.last_collectives(flight_recorder.flight_records(folder))
+    assert last == {0: "#3 all_reduce [[1, 16]]", 1: "#2 all_reduce [[1]]"}
+    report, route = flight_recorder.analyse_flight_records(folder, world_size=2)
+    assert "missing ranks: {1}" in report, report
+    assert route.startswith("the analyser read") or route.startswith("the dumps' group name")
+
+
+def test_a_rank_that_never_joins(runs):
+    run = runs[0]["never-joins"]
+    assert (run.faulty_rank, run.cause) == (0, "never joined")
+    assert "rank 1: not all 2 processes joined within 3 s" in run.output
+
+
+def _mismatched(rank, world_size):
+    grads = torch.ones(4)
+    if rank == 0:
+        dist.broadcast(grads, src=0)
+    else:
+        dist.all_reduce(grads)
+
+
+def test_forked_ranks_name_a_mismatch_with_detail():
+    with pytest.raises(failures.RanksFailed, match="OpType=BROADCAST") as e:
+        failures.run_ranks(_mismatched, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+    assert "TensorDeviceTypes" not in str(e.value)  # shortened
+
+
+def test_forked_ranks_that_never_return_are_killed():
+    start = time.perf_counter()
+    with pytest.raises(failures.RanksFailed, match="rank 1: did not finish within 1 s"):
+        failures.run_ranks(lambda rank, size: time.sleep(60 * rank), timeout=1)
+    assert time.perf_counter() - start < 15
+
+
+def log_mean_loss(loss, rank, world_size):
+    total = torch.tensor([loss])
+    dist.all_reduce(total)
+    return total.item() / world_size if rank == 0 else None
+
+
+def test_checker_09_2_runs_answers_on_real_ranks():
+    assert run_check("09.2", log_mean_loss).passed
+
+    def only_rank_0_reduces(loss, rank, world_size):  # the broken step: rank 0 waits in vain
+        return log_mean_loss(loss, rank, world_size) if rank == 0 else None
+
+    hangs = run_check("09.2", only_rank_0_reduces)
+    assert hangs.verdict == "failed"
+    assert hangs.message.startswith("2 ranks: expected every rank to finish within 3 s, got rank 0")
+    assert "Timed out" in hangs.message and "all_reduce on every rank" in hangs.message
+
+    def stub(loss, rank, world_size):
+        raise NotImplementedError("Exercise 09.2")
+
+    assert run_check("09.2", stub).verdict == NOT_ATTEMPTED
+
+
+def test_peak_memory_of_accumulation_and_checkpointing():
+    peaks = memory.measure_cpu()  # the lesson's shape: 16 layers, 2 MiB activations each
+    big = peaks["big batch"]["peak_bytes"]
+    assert big > 16 * 2 * 2**20, peaks
+    for name in ("accumulation", "checkpointing"):
+        assert peaks[name]["peak_bytes"] < big, peaks
+        assert peaks[name]["max_rel_diff"] < 1e-6, peaks
