@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from course_utils import distributed, flight_recorder
+from course_utils import distributed, flight_recorder, sbatch
 from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
@@ -320,29 +320,15 @@ python -m course_utils.jobs.faulty_ddp --timeout 20
 """
 
 
-def sbatch_directives(script: str) -> dict[str, str]:
-    """The options sbatch reads from a script: #SBATCH lines up to the first command (it
-    ignores every #SBATCH line after that). "--ntasks=2" -> {"ntasks": "2"}."""
-    options = {}
-    for line in script.splitlines()[1:]:
-        stripped = line.strip()
-        if stripped and not stripped.startswith("#"):
-            break
-        m = re.match(r"#SBATCH\s+--([\w-]+)(?:[=\s]\s*(\S+))?", stripped)
-        if m:
-            options[m[1]] = m[2] or ""
-    return options
-
-
 def batch_script_problems(script: str) -> list[str]:
     """What makes a DDP batch script hang or misbehave, each with the rule and the fix.
     An empty list: none of the checks found a problem."""
-    problems, directives = [], sbatch_directives(script)
+    problems, directives = [], sbatch.parse_header(script)  # what sbatch reads
     lines = script.splitlines()
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         m = re.match(r"#SBATCH\s+(--\S+)", stripped)
-        if m and m[1].split("=")[0].lstrip("-") not in directives:
+        if m and m[1].split("=")[0] not in directives:
             problems.append(
                 f"line {number}: '#SBATCH {m[1]}' comes after the first command, so sbatch "
                 "ignores it: put every #SBATCH line before the first command"
@@ -366,7 +352,7 @@ def batch_script_problems(script: str) -> list[str]:
                 "node (EADDRINUSE); derive it from the job id: "
                 "MASTER_PORT=$((20000 + SLURM_JOB_ID % 10000)) (course_master does)"
             )
-    if "time" not in directives:
+    if "--time" not in directives:
         problems.append(
             "no --time among the #SBATCH lines sbatch reads: the job gets the partition's "
             "default limit (often days), and a hung job holds its nodes until then"

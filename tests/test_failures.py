@@ -62,13 +62,6 @@ def test_provoke_refuses_an_unknown_fault(tmp_path):
         failures.provoke("segfault", tmp_path)
 
 
-def test_sbatch_reads_directives_up_to_the_first_command():
-    script = (
-        "#!/bin/bash\n#SBATCH --ntasks=2\n# a comment\n\n#SBATCH -J x\necho hi\n#SBATCH --time=5\n"
-    )
-    assert failures.sbatch_directives(script) == {"ntasks": "2"}
-
-
 def test_the_broken_script_has_every_problem():
     problems = failures.batch_script_problems(failures.BROKEN_BATCH_SCRIPT)
     assert [p.split(":")[0] for p in problems] == [

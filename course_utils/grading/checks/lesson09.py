@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from course_utils import failures
+from course_utils import failures, sbatch
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 
 RECORDED_RUNS = Path(__file__).with_name("lesson09_runs")
@@ -102,10 +102,7 @@ def check_repaired_script(repaired_script):
     expect(isinstance(got, str), "the repaired script as a str", type(got).__name__)
     problems = failures.batch_script_problems(got)
     expect(not problems, "no problem left", problems[0] if problems else "")
-    directives = failures.sbatch_directives(got)
-    tasks = int(directives.get("ntasks", 0)) or int(directives.get("nodes", 1)) * int(
-        directives.get("ntasks-per-node", 1)
-    )
+    tasks = sbatch.read_request(got).tasks
     expect(tasks == 2, "2 tasks, as before (--ntasks-per-node=2 on 1 node)", f"{tasks} tasks")
     srun = [line for line in got.splitlines() if line.lstrip().startswith("srun ")]
     expect(
