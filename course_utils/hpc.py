@@ -35,6 +35,27 @@ def configure_threads(n: int | None = None) -> int:
     return torch.get_num_threads()
 
 
+def configure_interop_threads(n: int | None = None) -> int:
+    """Size torch's inter-op pool to `n` (default: the allocated CPUs) and return its size.
+
+    The inter-op pool runs independent operators at the same time (torch.jit.fork in TorchScript);
+    its size, like the intra-op threads', defaults to the CPUs PyTorch sees, not the job's. PyTorch
+    accepts this once per process, before any inter-op work: a later call leaves the pool as it is,
+    and the returned size says which it is. Taught in lesson 02.
+    """
+    if n is None:
+        n = allocated_cpus()
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(
+            f"inter-op thread count {n!r} must be a positive integer, e.g. allocated_cpus()"
+        )
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # set before, or inter-op work has started: the pool keeps its size
+        pass
+    return torch.get_num_interop_threads()
+
+
 def in_slurm_job(environ=None) -> bool:
     environ = os.environ if environ is None else environ
     return "SLURM_JOB_ID" in environ
