@@ -24,8 +24,9 @@ def allocated_cpus(environ=None) -> int:
 def configure_threads(n: int | None = None) -> int:
     """Set torch's intra-op threads to `n` (default: the allocated CPUs) and return the count.
 
-    PyTorch sizes its pool from the whole node's cores, so on a shared node a job with
-    --cpus-per-task=4 would otherwise run dozens of threads on 4 cores.
+    PyTorch sizes its pool from the CPUs the process may run on: where a site does not confine
+    jobs to their cores, that is the whole node, and a job with --cpus-per-task=4 would otherwise
+    run dozens of threads on 4 cores.
     """
     if n is None:
         n = allocated_cpus()
@@ -39,9 +40,10 @@ def configure_interop_threads(n: int | None = None) -> int:
     """Size torch's inter-op pool to `n` (default: the allocated CPUs) and return its size.
 
     The inter-op pool runs independent operators at the same time (torch.jit.fork in TorchScript);
-    its size, like the intra-op threads', defaults to the CPUs PyTorch sees, not the job's. PyTorch
-    accepts this once per process, before any inter-op work: a later call leaves the pool as it is,
-    and the returned size says which it is. Taught in lesson 02.
+    like the intra-op pool, it is sized from the CPUs the process may run on, the whole node where
+    jobs are not confined to their cores. PyTorch accepts this once per process, before any
+    inter-op work: a later call leaves the pool as it is, and the returned size says which it is.
+    Taught in lesson 02.
     """
     if n is None:
         n = allocated_cpus()
