@@ -14,7 +14,7 @@ import torch
 
 from benchmarks import common
 from course_utils import reference
-from course_utils.timing import time_fn
+from course_utils.timing import copy_bandwidth
 
 NAME = "h2d_bandwidth"
 # Usable GB/s per lane after line encoding (PCIe 3.0+: 128b/130b; 6.0: PAM4 with FLIT, ~7.56).
@@ -49,11 +49,8 @@ def query_link(index: int = 0) -> tuple[int, int] | None:
 
 
 def bandwidth(src: torch.Tensor, device: torch.device, non_blocking: bool) -> float:
-    """GB/s of copying `src` to `device` (median of torch.utils.benchmark blocks, synchronized)."""
-    t = time_fn(
-        lambda: src.to(device, non_blocking=non_blocking), sync_device=device, min_run_time=0.3
-    )
-    return src.numel() * src.element_size() / t.median / 1e9
+    """GB/s of copying `src` to `device`: lesson 02's `timing.copy_bandwidth`, one code path."""
+    return copy_bandwidth(src, device, non_blocking=non_blocking, min_run_time=0.3)
 
 
 def run(device: torch.device, sizes_mb=(1, 16, 256), peak_gbs: float | None = None) -> dict:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
 CIFAR10_CLASSES = (
     "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
@@ -107,6 +107,20 @@ def cifar10(
         what = "synthetic CIFAR-10 stand-in" if cifar_standin.is_standin(folder) else "CIFAR-10"
         print(f"data: {what} from {folder} ({len(dataset)} {split} images)")
     return dataset
+
+
+def is_synthetic(dataset: Dataset) -> bool:
+    """Whether `dataset`, or the data set a `Subset` (random_split) was taken from, is the synthetic
+    stand-in: in memory (`SyntheticCIFAR10`) or on disk (`course data synthetic`). Results on it
+    show that code runs and learns, not how a model does on real images (lesson 02)."""
+    while isinstance(dataset, Subset):
+        dataset = dataset.dataset
+    if isinstance(dataset, SyntheticCIFAR10):
+        return True
+    from course_utils import cifar_standin
+
+    root = getattr(dataset, "root", None)
+    return root is not None and cifar_standin.is_standin(root)
 
 
 class FetchError(RuntimeError):

@@ -24,8 +24,9 @@ def allocated_cpus(environ=None) -> int:
 def configure_threads(n: int | None = None) -> int:
     """Set torch's intra-op threads to `n` (default: the allocated CPUs) and return the count.
 
-    PyTorch sizes its pool from the whole node's cores, so on a shared node a job with
-    --cpus-per-task=4 would otherwise run dozens of threads on 4 cores.
+    PyTorch sizes its pool from the CPUs the process may run on: where a site does not confine
+    jobs to their cores, that is the whole node, and a job with --cpus-per-task=4 would otherwise
+    run dozens of threads on 4 cores.
     """
     if n is None:
         n = allocated_cpus()
@@ -46,6 +47,28 @@ def loader_workers(device) -> int:
     allocated CPU (they prepare batches while the GPU computes); on the CPU none, since workers
     would compete with the computation for the same cores (lesson 02 measures it)."""
     return allocated_cpus() if torch.device(device).type == "cuda" else 0
+
+
+def configure_interop_threads(n: int | None = None) -> int:
+    """Size torch's inter-op pool to `n` (default: the allocated CPUs) and return its size.
+
+    The inter-op pool runs independent operators at the same time (torch.jit.fork in TorchScript);
+    like the intra-op pool, it is sized from the CPUs the process may run on, the whole node where
+    jobs are not confined to their cores. PyTorch accepts this once per process, before any
+    inter-op work: a later call leaves the pool as it is, and the returned size says which it is.
+    Taught in lesson 02.
+    """
+    if n is None:
+        n = allocated_cpus()
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(
+            f"inter-op thread count {n!r} must be a positive integer, e.g. allocated_cpus()"
+        )
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # set before, or inter-op work has started: the pool keeps its size
+        pass
+    return torch.get_num_interop_threads()
 
 
 def in_slurm_job(environ=None) -> bool:

@@ -3,9 +3,10 @@
 Built on torch.utils.benchmark.Timer, which picks the number of repetitions itself
 (`blocked_autorange`). Its default clock synchronizes only the current accelerator (and, in
 older PyTorch, only CUDA), so `time_fn` hands it a clock that synchronizes the devices the
-call's tensors live on. `naive_vs_synced` shows what goes wrong without that. `call_spread`
-and `cpu_load` show why two timings of the same call can disagree on a shared machine, and
-`images_per_second` measures a training loop's throughput (warm-up, synchronized ends).
+call's tensors live on. `naive_vs_synced` shows what goes wrong without that; `copy_bandwidth`
+times copies between devices with it. `call_spread` and `cpu_load` show why two timings of the
+same call can disagree on a shared machine, and `images_per_second` measures a training loop's
+throughput (warm-up, synchronized ends).
 """
 
 from __future__ import annotations
@@ -70,6 +71,29 @@ def time_fn(
     )
     m = timer.blocked_autorange(min_run_time=min_run_time)
     return Timing(m.median, m.iqr, len(m.times), m.number_per_run)
+
+
+def copy_bandwidth(
+    src: torch.Tensor,
+    device: torch.device | str,
+    non_blocking: bool = False,
+    min_run_time: float = 0.3,
+) -> float:
+    """GB/s (1e9 bytes per second) of copying `src` to `device`: the median of `time_fn`.
+
+    `time_fn`'s clock synchronizes `device` before it starts and before it stops, so an
+    asynchronous copy (`non_blocking=True` from pinned memory) is timed to its end without a
+    synchronize in the timed call. `copy=True` makes a copy even when `src` is on `device`
+    already, so on the CPU this measures a host-memory copy by the same code path.
+    Taught in lesson 02; `python -m benchmarks.h2d_bandwidth` measures with it.
+    """
+    device = torch.device(device)
+    t = time_fn(
+        lambda: src.to(device, non_blocking=non_blocking, copy=True),
+        sync_device=device,
+        min_run_time=min_run_time,
+    )
+    return src.numel() * src.element_size() / t.median / 1e9
 
 
 def _devices(args, kwargs) -> list[torch.device]:

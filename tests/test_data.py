@@ -77,3 +77,20 @@ def test_fetch_without_network_ends_with_one_clear_line(tmp_path, monkeypatch, c
     assert len(err) == 1 and "could not download CIFAR-10" in err[0]
     assert "Name or service not known" in err[0] and "login node" in err[0]
     assert f"copy cifar-10-python.tar.gz into {tmp_path}" in err[0]
+
+
+def test_is_synthetic_sees_through_random_split(tmp_path):
+    from torch.utils.data import TensorDataset, random_split
+
+    stand_in = data.SyntheticCIFAR10(size=10)
+    part, _ = random_split(stand_in, [6, 4], generator=torch.Generator().manual_seed(0))
+    assert data.is_synthetic(stand_in) and data.is_synthetic(part)
+    assert not data.is_synthetic(TensorDataset(torch.zeros(2, 3)))
+
+
+def test_is_synthetic_knows_the_stand_in_on_disk(tmp_path):
+    from course_utils import cifar_standin
+
+    cifar_standin.write_standin(tmp_path, train_size=10, test_size=4)
+    on_disk = data.cifar10(tmp_path, train=False, quiet=True)
+    assert not isinstance(on_disk, data.SyntheticCIFAR10) and data.is_synthetic(on_disk)

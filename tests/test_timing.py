@@ -135,3 +135,29 @@ def test_suggest_threads_uses_one_thread_only_when_other_work_competes():
     assert timing.suggest_threads(timing.CpuLoad(1.9, 2, 0.01), allocated=2) == 2
     with pytest.raises(ValueError, match="allocated=0 CPUs"):
         timing.suggest_threads(timing.CpuLoad(0.0, 2, 0.0), allocated=0)
+
+
+def test_copy_bandwidth_is_bytes_over_the_median(monkeypatch):
+    calls = []
+
+    def fake_time_fn(fn, **kwargs):
+        calls.append((fn(), kwargs))
+        return timing.Timing(median=0.002, iqr=0.0, runs=1, number_per_run=1)
+
+    monkeypatch.setattr(timing, "time_fn", fake_time_fn)
+    src = torch.ones(1_000_000)  # 4 MB
+    assert timing.copy_bandwidth(src, "cpu") == pytest.approx(4e6 / 0.002 / 1e9)
+    copied, kwargs = calls[0]
+    assert torch.equal(copied, src) and copied.data_ptr() != src.data_ptr()  # a real copy
+    assert kwargs["sync_device"] == torch.device("cpu")
+
+
+def test_copy_bandwidth_synchronizes_the_target_device(monkeypatch):
+    synced = []
+    monkeypatch.setattr(timing, "synchronize", lambda d: synced.append(torch.device(d)))
+    gbs = timing.copy_bandwidth(torch.ones(1024), "meta", non_blocking=True, min_run_time=0.01)
+    assert gbs > 0 and set(synced) == {torch.device("meta")}
+
+
+def test_copy_bandwidth_on_the_cpu_measures_a_host_copy():
+    assert 0.01 < timing.copy_bandwidth(torch.ones(2**20), "cpu", min_run_time=0.05) < 1e4

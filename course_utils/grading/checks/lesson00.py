@@ -2,57 +2,92 @@
 
 import shlex
 
+from course_utils import sbatch
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 
-
-@exercise("00.1", "add torchvision on top of a module's PyTorch")
-def check_pip_command(command):
-    """`command` is the learner's function returning the pip command line."""
-    got = call_answer(command)
-    expect(isinstance(got, str), "a string with a pip command", type(got).__name__)
-    words = shlex.split(got)
-    expect("pip" in " ".join(words[:3]) and "install" in words, "a `pip install ...` command", got)
-    expect(any(w.startswith("torchvision") for w in words), "torchvision to be installed", got)
-    expect(
-        "--no-deps" in words,
-        "--no-deps, so pip leaves the module's torch alone",
-        f"{got!r} (without --no-deps pip may download a second, different torch)",
-    )
-    expect(
-        not any(w == "torch" or w.startswith(("torch=", "torch<", "torch>")) for w in words),
-        "torch itself not named (the module provides it)",
-        got,
-    )
-    return "torchvision goes in without replacing the module's torch"
+# The documentation's interactive session that exercise 00.1 turns into a batch job.
+SESSION = "srun -p alpha --gres=gpu:1 -n 1 -c 7 --pty --mem-per-cpu=800 bash"
+ACTIVATES = ("module load", "source ", ". ", "conda activate", "course_activate")
 
 
-@exercise("00.3", "read the blocking problems from `course doctor --json`")
-def check_blocking(blocking_problems):
-    report = [
-        {"topic": "python", "value": "3.11.7", "status": "ok", "advice": ""},
-        {
-            "topic": "gpu 0",
-            "value": "NVIDIA X, compute capability 12.1",
-            "status": "error",
-            "advice": "install a build that includes sm_121",
-        },
-        {
-            "topic": "cpu threads",
-            "value": "allocated CPUs 4, torch threads 64",
-            "status": "warn",
-            "advice": "configure_threads()",
-        },
-        {"topic": "torchvision", "value": "import failed", "status": "error", "advice": "..."},
-    ]
-    got = call_answer(blocking_problems, report)
-    expect(isinstance(got, list), "a list of topics", type(got).__name__)
-    expect(
-        got == ["gpu 0", "torchvision"],
-        "['gpu 0', 'torchvision'] (status 'error' only, in order)",
-        got,
-    )
-    expect(call_answer(blocking_problems, []) == [], "[] for an empty report", "something else")
-    return "only 'error' findings block; 'warn' deserves a look"
+def _commands(script: str) -> list[str]:
+    """The script's command lines after its #SBATCH header (comments and blank lines left out)."""
+    lines = [line.strip() for line in script.strip().splitlines()[1:]]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _words(command: str) -> list[str]:
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:  # an unclosed quote: bash would fail on it, the check reads plain words
+        words = command.split()
+    return words[1:] if words[:1] == ["srun"] else words  # `srun course doctor` counts too
+
+
+def _read_request(script: str) -> sbatch.Request:
+    try:
+        return sbatch.read_request(script)
+    except ValueError as e:
+        raise CheckFailed(f"expected a header sbatch can read, got: {e}") from None
+
+
+def _check_header(script: str) -> None:
+    first = script.strip().splitlines()[0] if script.strip() else ""
+    expect(first.startswith("#!"), "a first line such as #!/bin/bash (sbatch refuses a script "
+           "without one)", repr(first) if first else "an empty script")  # fmt: skip
+    lines = [line.strip() for line in script.strip().splitlines()[1:] if line.strip()]
+    first_command = next((i for i, line in enumerate(lines) if not line.startswith("#")), None)
+    late = [line for line in lines[first_command or len(lines) :] if line.startswith("#SBATCH")]
+    expect(not late, "every #SBATCH line before the first command (sbatch stops reading options "
+           "there)", f"{late[0]!r} after one" if late else "")  # fmt: skip
+    request, session = _read_request(script), f"the session `{SESSION}`"
+    options = request.options
+    expect("--pty" not in options, "no --pty (srun's option for an interactive shell; sbatch "
+           "has none)", "#SBATCH --pty")  # fmt: skip
+    expect(options.get("--partition") == "alpha", "--partition=alpha (-p alpha)",
+           options.get("--partition", "no partition"), session)  # fmt: skip
+    expect(request.tasks in (None, 1), "one task (-n 1)", f"{request.tasks} tasks", session)
+    expect(request.gpus_per_node == 1, "one GPU (--gres=gpu:1)",
+           f"{request.gpus_per_node} GPU(s)", session)  # fmt: skip
+    expect(request.cpus_per_task == 7, "7 CPUs per task (-c 7)",
+           f"{request.cpus_per_task} CPU(s) per task", session)  # fmt: skip
+    mem = request.mem_mb
+    expect(mem is not None and abs(mem - 5600) < 1,
+           "5600 MB in all (--mem-per-cpu=800 for 7 CPUs, or --mem=5600M)",
+           "no memory request" if mem is None else f"{mem:.0f} MB", session)  # fmt: skip
+    minutes = request.minutes
+    expect(minutes is not None and 0 < minutes <= 10,
+           "--time of at most 10 minutes (without one, the job gets the partition's default "
+           "limit, often days, and waits longer for a slot)",
+           "no --time" if minutes is None else f"--time={options['--time']}")  # fmt: skip
+
+
+def _check_body(script: str) -> None:
+    commands = _commands(script)
+    runs_doctor = [i for i, c in enumerate(commands) if _words(c)[:2] == ["course", "doctor"]]
+    expect(bool(runs_doctor), "a line that runs `course doctor`",
+           f"the commands {commands}" if commands else "no commands after the header")  # fmt: skip
+    before = commands[: runs_doctor[0]]
+    expect(any(c.startswith(ACTIVATES) for c in before),
+           "the environment activated before `course doctor` (module load ..., source "
+           ".../bin/activate): `course` is on PATH only then",
+           f"{before or 'nothing'} before it")  # fmt: skip
+    python = [c for c in before if _words(c)[:1] in (["python"], ["python3"])]
+    expect(not python, "`course doctor` before any python command, so a broken environment "
+           "stops the job first", f"{python[0]!r} before it" if python else "")  # fmt: skip
+    shells = [c for c in commands if _words(c) == ["bash"]]
+    expect(not shells, "no interactive shell in a batch job", f"the line {shells[0]!r}"
+           if shells else "")  # fmt: skip
+
+
+@exercise("00.1", "the documentation's interactive session as a batch job running course doctor")
+def check_doctor_job(doctor_job):
+    """`doctor_job` is the learner's function returning the batch script as a string."""
+    script = call_answer(doctor_job)
+    expect(isinstance(script, str), "the batch script as a string", type(script).__name__)
+    _check_header(script)
+    _check_body(script)
+    return "same resources as the session, 10 minutes at most, course doctor first"
 
 
 @exercise("00.2", "does this torchvision belong to this PyTorch?")
@@ -69,3 +104,34 @@ def check_pairing(compatible):
         if got is not want:
             raise CheckFailed(f"compatible({torch_v!r}, {tv_v!r}): expected {want}, got {got!r}")
     return "torchvision 0.(N+15) pairs with torch 2.N"
+
+
+# A wheelhouse with three CUDA builds of one PyTorch release, newest first, and the architectures
+# each was compiled for (what torch.cuda.get_arch_list() prints in it).
+WHEELHOUSE = [
+    {"tag": "cu130", "cuda": "13.0",
+     "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]},
+    {"tag": "cu128", "cuda": "12.8",
+     "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]},
+    {"tag": "cu126", "cuda": "12.6",
+     "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]},
+]  # fmt: skip
+# (GPU, driver, compute capability) -> the newest build that runs there, or None.
+NODES = [
+    ("H100", "580.65.06", (9, 0), "cu130"),
+    ("H100 with an older driver", "550.54.15", (9, 0), "cu128"),  # CUDA 13 needs driver >= 580
+    ("V100", "580.65.06", (7, 0), "cu126"),  # CUDA 12.8 and 13 builds have no sm_70
+    ("L40S", "535.104.05", (8, 9), "cu128"),  # sm_86 code runs on 8.9 (same major, minor >=)
+    ("RTX PRO 6000 Blackwell", "570.86.10", (12, 0), "cu128"),
+    ("A100 with an old driver", "470.82.01", (8, 0), None),  # CUDA 12 needs driver >= 525.60.13
+]
+
+
+@exercise("00.3", "which PyTorch build runs on this GPU node?")
+def check_pick_build(pick_build):
+    for gpu, driver, capability, want in NODES:
+        wheelhouse = [dict(build) for build in WHEELHOUSE]  # an answer may not change ours
+        got = call_answer(pick_build, driver, capability, wheelhouse)
+        what = f"{gpu} (driver {driver}, compute capability {capability[0]}.{capability[1]})"
+        expect(got == want, repr(want), repr(got), what)
+    return "the newest build whose CUDA the driver runs and whose architectures include the GPU"
