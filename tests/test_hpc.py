@@ -38,19 +38,6 @@ def test_in_slurm_job():
     assert hpc.in_slurm_job({"SLURM_JOB_ID": "12"}) and not hpc.in_slurm_job({})
 
 
-def test_configure_interop_threads_sets_once_then_says_what_it_kept():
-    import subprocess
-    import sys
-
-    code = (
-        "from course_utils import hpc; "
-        "print(hpc.configure_interop_threads(1), hpc.configure_interop_threads(2))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "1"]  # the second call cannot resize the pool
-
-
 def test_configure_interop_threads_rejects_bad_counts():
     with pytest.raises(ValueError, match="inter-op thread count 0 must be a positive integer"):
         hpc.configure_interop_threads(0)
