@@ -70,9 +70,13 @@ def write_standin(
     """
     from course_utils.data import SyntheticCIFAR10
 
-    for name, size in (("train_size", train_size), ("test_size", test_size)):
-        if size < 1:
-            raise ValueError(f"{name}={size} must be at least 1 image; pass a positive size")
+    if train_size < len(TRAIN_FILES):
+        raise ValueError(
+            f"train_size={train_size} must be at least {len(TRAIN_FILES)}: CIFAR-10's format "
+            f"spreads the training images over {len(TRAIN_FILES)} batch files"
+        )
+    if test_size < 1:
+        raise ValueError(f"test_size={test_size} must be at least 1 image; pass a positive size")
     folder = Path(root).expanduser() / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     if (folder / "data_batch_1").exists() and not (folder / MANIFEST).exists():

@@ -78,6 +78,8 @@ def test_real_data_is_never_overwritten(tmp_path):
         cifar_standin.write_standin(tmp_path, 10, 5)
 
 
-def test_sizes_must_be_positive(tmp_path):
+def test_sizes_must_fill_the_format(tmp_path):
     with pytest.raises(ValueError, match="test_size=0 must be at least 1"):
         cifar_standin.write_standin(tmp_path, 10, 0)
+    with pytest.raises(ValueError, match="train_size=3 must be at least 5: .* 5 batch files"):
+        cifar_standin.write_standin(tmp_path, 3, 2)
