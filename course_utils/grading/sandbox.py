@@ -258,36 +258,38 @@ def nproc_counts() -> bool:
 
 
 def pids_cgroup_parent() -> Path | None:
-    """A cgroup folder where this process may create a child with its own pids.max, or None.
+    """A cgroup folder where this process may create a child with its own pids.max, or None."""
+    candidates = pids_cgroup_candidates(
+        _read(Path("/proc/self/cgroup")),
+        _read(Path("/proc/self/mountinfo")),
+        lambda folder: _read(folder / "cgroup.subtree_control"),
+    )
+    return next((c for c in candidates if os.access(c, os.W_OK)), None)
 
-    cgroup v1: this process's folder in the pids hierarchy; cgroup v2: its folder, when the pids
-    controller is enabled for its children. Either must be writable (root, or delegated).
-    """
-    mounts = _cgroup_mounts()
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
+
+def pids_cgroup_candidates(cgroup: str, mountinfo: str, subtree_control) -> list[Path]:
+    """This process's cgroup folders that can hold a child with pids.max, from the text of
+    /proc/self/cgroup and /proc/self/mountinfo: its folder in a cgroup v1 pids hierarchy, and
+    its cgroup v2 folder when the pids controller is enabled for children there
+    (`subtree_control(folder)` reads that folder's cgroup.subtree_control)."""
+    mounts = cgroup_mounts(mountinfo)
+    found = []
+    for line in cgroup.splitlines():
         hierarchy, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            mount = mounts.get("pids")
+        if "pids" in controllers.split(",") and "pids" in mounts:
+            found.append(Path(mounts["pids"]) / path.lstrip("/"))
         elif hierarchy == "0" and "cgroup2" in mounts:
-            mount = mounts["cgroup2"]
-        else:
-            continue
-        folder = Path(mount) / path.lstrip("/")
-        if hierarchy == "0" and "pids" not in _read(folder / "cgroup.subtree_control").split():
-            continue
-        if os.access(folder, os.W_OK):
-            return folder
-    return None
+            folder = Path(mounts["cgroup2"]) / path.lstrip("/")
+            if "pids" in subtree_control(folder).split():
+                found.append(folder)
+    return found
 
 
-def _cgroup_mounts() -> dict[str, str]:
-    """Mount points: "pids" for a cgroup v1 pids hierarchy, "cgroup2" for the unified one."""
+def cgroup_mounts(mountinfo: str) -> dict[str, str]:
+    """Mount points from /proc/self/mountinfo's text: "pids" for a cgroup v1 pids hierarchy,
+    "cgroup2" for the unified one."""
     mounts = {}
-    for line in _read(Path("/proc/self/mountinfo")).splitlines():
+    for line in mountinfo.splitlines():
         before, _, after = line.partition(" - ")
         fields, fs = before.split(), after.split()
         if len(fields) < 5 or len(fs) < 3:
