@@ -323,15 +323,16 @@ class PidsCgroup:
         return ["/bin/sh", "-c", script, str(self.path / "cgroup.procs")]
 
     def kill_all(self) -> None:
-        """SIGKILL what is in the cgroup, round after round (a process may be forking)."""
-        for _ in range(20):
+        """SIGKILL what is in the cgroup, round after round (a process may be forking, or still
+        leaving: the sandbox's first process lingers a few milliseconds after the run ends)."""
+        for _ in range(200):
             pids = [int(p) for p in _read(self.path / "cgroup.procs").split()]
             if not pids:
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            time.sleep(0.05)
+            time.sleep(0.01)
 
     def remove(self) -> None:
         self.kill_all()
