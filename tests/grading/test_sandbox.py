@@ -1,6 +1,6 @@
 """sandbox: the bwrap command line, the whitelist of what a submission sees, limits and sizes.
 
-No sandbox runs here (tests/integration/test_sandbox.py runs them): these check the plain
+No sandbox runs here (tests/integration/test_sandbox_runs.py runs them): these check the plain
 descriptions the grader turns into a command.
 """
 
