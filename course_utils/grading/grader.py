@@ -53,6 +53,8 @@ from course_utils.processes import exit_description
 MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
 FLATNAME = re.compile(r"^(?P<learner>.+?)__(?P<lesson>\d\d)_[^/]*\.ipynb$")
 
+# `course grade` options that set the sandbox's limits (Limits' fields of the same names).
+SANDBOX_OPTIONS = ("max_procs", "max_memory", "max_file_size", "max_disk", "cpu_time")
 # Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
 FRESH_CHECK = "from course_utils.grading import check  # added by course grade"
 # Patterns in exercise cells an instructor may want to look at; they never change the points.
@@ -489,26 +491,33 @@ def _interrupt(signum, frame):
 
 
 def limits_from_args(args) -> Limits:
-    """`course grade`'s limits from its options (sizes such as 8G; 0: no limit)."""
-    sizes = {}
-    for name in ("max_memory", "max_file_size", "max_disk"):
-        value = getattr(args, name, None)
-        option = "--" + name.replace("_", "-")
-        sizes[name] = None if value is None else sandbox.parse_size(value, option)
+    """`course grade`'s limits from its options (sizes such as 8G; 0: no limit); an option
+    missing from `args` keeps its default."""
+    option = {name: getattr(args, name, None) for name in SANDBOX_OPTIONS}
+    sizes = {
+        name: None if option[name] is None else sandbox.parse_size(option[name], _flag(name))
+        for name in ("max_memory", "max_file_size", "max_disk")
+    }
     if sizes["max_disk"] == 0:
         raise ValueError("--max-disk 0: the sandbox needs some writable space; give e.g. 2G")
-    for option, value in (("--max-procs", args.max_procs), ("--cpu-time", args.cpu_time)):
-        if value is not None and value < 0:
-            raise ValueError(f"{option} {value}: give a positive number, or 0 for no limit")
+    for name in ("max_procs", "cpu_time"):
+        if option[name] is not None and option[name] < 0:
+            raise ValueError(
+                f"{_flag(name)} {option[name]}: give a positive number, or 0 for no limit"
+            )
     return default_limits(
         args.timeout,
         args.jobs,
         getattr(args, "cell_timeout", None),
-        sandbox=not args.no_sandbox,
-        max_procs=args.max_procs,
-        cpu_time=args.cpu_time,
+        sandbox=not getattr(args, "no_sandbox", False),
+        max_procs=option["max_procs"],
+        cpu_time=option["cpu_time"],
         **sizes,
     )
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def check_sandbox(limits: Limits, hidden: list[Path]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -631,3 +632,23 @@ def test_read_notebook_rejects_oversized_and_malformed(tmp_path):
     path.write_text('{"cells": [')
     with pytest.raises(ValueError, match="not a readable notebook"):
         grader.read_notebook(path)
+
+
+def test_limits_from_the_command_line():
+    from course_utils.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["grade", "subs", "--max-memory", "6G", "--max-disk", "256M", "--cpu-time", "30"]
+    )
+    limits = grader.limits_from_args(args)
+    assert (limits.sandbox, limits.max_procs, limits.max_memory) == (True, 512, 6 * 2**30)
+    assert (limits.max_disk, limits.cpu_time, limits.max_file_size) == (2**28, 30, 2**30)
+    no_sandbox = build_parser().parse_args(["grade", "subs", "--no-sandbox"])
+    assert grader.limits_from_args(no_sandbox).describe() == "none"
+    for wrong, says in (
+        (["--max-memory", "lots"], "--max-memory 'lots': give a size such as 8G"),
+        (["--max-procs", "-1"], "--max-procs -1: give a positive number, or 0 for no limit"),
+        (["--max-disk", "0"], "--max-disk 0: the sandbox needs some writable space"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            grader.limits_from_args(build_parser().parse_args(["grade", "subs", *wrong]))
