@@ -104,7 +104,7 @@ def test_nothing_outlives_a_killed_grader(tmp_path):
     grader = subprocess.Popen(
         [sys.executable, "-c", GRADER, str(notebook)],
         cwd=REPO_ROOT,
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), TMPDIR=str(tmp_path)),  # its leftovers
     )
     try:
         assert wait_for(lambda: sleepers(marker), 60), "the notebook's child never started"
