@@ -128,6 +128,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once")
     p.add_argument("--timeout", type=float, default=600, help="seconds per notebook")
     p.add_argument("--cell-timeout", type=float, help="seconds per cell (default: 120)")
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="grade without the bubblewrap sandbox: learners' code runs with your rights "
+        "(the gradebook's sandbox column says none)",
+    )
+    p.add_argument(
+        "--max-procs", type=int, help="processes and threads per submission (default 512; 0: none)"
+    )
+    p.add_argument("--max-memory", help="address space per process, e.g. 8G (default 8G; 0: none)")
+    p.add_argument("--max-file-size", help="largest file a submission writes (default 1G)")
+    p.add_argument("--max-disk", help="a submission's writable space, a tmpfs (default 2G)")
+    p.add_argument(
+        "--cpu-time",
+        type=int,
+        help="CPU seconds per process (default: the time limit times the allocated CPUs)",
+    )
     p.set_defaults(func=cmd_grade)
     return parser
 

@@ -7,9 +7,11 @@
 #SBATCH --time=01:00:00
 #SBATCH --output=%x-%j.out
 # Instructors: grade a folder of submissions on a compute node like the learners' (README,
-# "Grading"), four notebooks at a time, two threads each. The job's cgroup bounds memory and
-# CPUs; per-notebook and per-cell time limits bound each submission. Add --gres=gpu:1 for lessons
-# with GPU exercises.
+# "Grading"), four notebooks at a time, two threads each. Each submission runs in a bubblewrap
+# sandbox (no network, none of your files, limits on processes, memory, file size and CPU time;
+# the node needs bubblewrap and user namespaces, else `course grade` refuses and says so); the
+# job's cgroup bounds the whole job; per-notebook and per-cell time limits bound each submission.
+# Options after SUBMISSIONS go to `course grade` (--max-memory 16G, --no-sandbox, ...).
 # Submit from the course folder: sbatch slurm/grade_job.sh SUBMISSIONS [--lesson 01] [--out DIR]
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.

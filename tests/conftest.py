@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(items):
 
 def pytest_runtest_setup(item):
     """The one place that skips a test for missing hardware or system parts (and, in CI, fails
-    it where CI installs them): markers gpu, slurm, browser, cpp and shellcheck."""
+    it where CI installs them): markers gpu, slurm, browser, cpp, shellcheck and bwrap."""
     for marker in needs.CHECKS:
         if item.get_closest_marker(marker) is None:
             continue

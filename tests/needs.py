@@ -1,8 +1,9 @@
 """What a marked test needs, and why it cannot run here: the one source of skip reasons.
 
-tests/conftest.py asks `problem(marker)` before each test marked gpu, slurm, browser, cpp or
-shellcheck. Where the answer is a reason, the test is skipped with it; under CI (CI=true) the
-system parts CI installs must be there, so a missing one fails the test instead of hiding it.
+tests/conftest.py asks `problem(marker)` before each test marked gpu, slurm, browser, cpp,
+shellcheck or bwrap. Where the answer is a reason, the test is skipped with it; under CI
+(CI=true) the system parts CI installs must be there, so a missing one fails the test instead of
+hiding it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import torch
 
 # Installed by .ci/run (apt) and .ci/browser-setup.sh: CI must run these tests.
-CI_MUST_RUN = {"slurm", "browser", "cpp", "shellcheck"}
+CI_MUST_RUN = {"slurm", "browser", "cpp", "shellcheck", "bwrap"}
 
 
 def in_ci() -> bool:
@@ -83,7 +84,23 @@ def shellcheck() -> str | None:
     return None if shutil.which("shellcheck") else "shellcheck is not installed (apt-get install)"
 
 
-CHECKS = {"gpu": gpu, "slurm": slurm, "browser": browser, "cpp": cpp, "shellcheck": shellcheck}
+@functools.cache
+def bwrap() -> str | None:
+    """Why `course grade` cannot run its bubblewrap sandbox here (the reason names the fix)."""
+    from course_utils.grading import sandbox
+    from course_utils.grading.nbval_runner import Limits
+
+    return sandbox.problem(Limits().max_procs)
+
+
+CHECKS = {
+    "gpu": gpu,
+    "slurm": slurm,
+    "browser": browser,
+    "cpp": cpp,
+    "shellcheck": shellcheck,
+    "bwrap": bwrap,
+}
 
 
 def problem(marker: str) -> str | None:

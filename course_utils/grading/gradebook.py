@@ -46,6 +46,7 @@ class SubmissionGrade:
     flags: list[str] = field(default_factory=list)  # for the instructor to review; no points
     notes: list[str] = field(default_factory=list)  # how the submission was read
     seconds: float = 0.0
+    sandbox: str = ""  # what bounded the run (nbval_runner.Limits.describe); "none" without one
 
     @property
     def total(self) -> int:
@@ -75,11 +76,13 @@ def exercise_ids(grades: list[SubmissionGrade]) -> list[str]:
 
 
 def gradebook_csv(grades: list[SubmissionGrade]) -> str:
-    """One row per submission: points per exercise, total, status and why."""
+    """One row per submission: points per exercise, total, status and why, review flags, and
+    the sandbox and limits it ran in ("none" when graded with --no-sandbox)."""
     ids = exercise_ids(grades)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["learner", "lesson", *ids, "total", "max", "status", "reason", "flags"])
+    header = ["learner", "lesson", *ids, "total", "max", "status", "reason", "flags", "sandbox"]
+    writer.writerow(header)
     for g in sorted(grades, key=lambda g: (g.lesson, g.learner)):
         points = {e.exercise_id: e.points for e in g.exercises}
         writer.writerow(
@@ -92,6 +95,7 @@ def gradebook_csv(grades: list[SubmissionGrade]) -> str:
                 g.status,
                 g.reason,
                 "; ".join(g.flags),
+                g.sandbox,
             ]
         )
     return buf.getvalue()

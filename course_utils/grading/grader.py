@@ -1,20 +1,22 @@
-"""`course grade`: grade learners' notebooks with nbval, each in its own process and folder.
+"""`course grade`: grade learners' notebooks with nbval, each in its own sandbox.
 
 For each submission the grader builds a *grading notebook* from the released notebook (made from
 solutions/ as `course release` makes notebooks/): every cell comes from the release except the
 learner's exercise cells, matched by the exercise id in their metadata (so reordered, duplicated
-or deleted cells do not matter). The check cells carry the reference outputs of solutions/.
-`pytest --nbval` runs it in a subprocess with a per-cell time limit; the whole run has a
-per-notebook limit, after which the process tree is killed. An exercise earns its points when
-its check cell printed "passed" AND nbval found the cell's output equal to the reference.
-`course check` (learner.py) calls the same `grade_notebook`, so learners see the verdicts the
-instructor will see.
+or deleted cells do not matter). It carries no outputs: the reference outputs of solutions/
+stay with the grader. `pytest --nbval` runs it in a bubblewrap sandbox (sandbox.py) with a
+per-cell time limit and records every cell's outputs; the whole run has a per-notebook limit,
+after which every process of it is killed. An exercise earns its points when its check cell
+printed "passed" AND the check cell's outputs equal the reference's (compared outside the
+sandbox by nbval's rules, outputs.py). `course check` (learner.py) calls the same
+`grade_notebook`, without the sandbox, so learners see the verdicts the instructor will see.
 
 What this isolation gives and what it does not is written in README.md, section "Grading".
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import signal
@@ -29,6 +31,7 @@ from pathlib import Path
 import nbformat
 
 from course_utils.files import atomic_write_text
+from course_utils.grading import outputs, sandbox
 from course_utils.grading.exercises import FAILED, PASSED, registry
 from course_utils.grading.gradebook import (
     CRASHED,
@@ -45,10 +48,13 @@ from course_utils.grading.gradebook import (
 )
 from course_utils.grading.nbval_runner import Limits, Run, kill_running, run_nbval
 from course_utils.grading.release import course_meta, release_notebook
+from course_utils.processes import exit_description
 
 MAX_SUBMISSION_BYTES = 50 * 2**20  # a notebook larger than this is not read (outputs do not count)
 FLATNAME = re.compile(r"^(?P<learner>.+?)__(?P<lesson>\d\d)_[^/]*\.ipynb$")
 
+# `course grade` options that set the sandbox's limits (Limits' fields of the same names).
+SANDBOX_OPTIONS = ("max_procs", "max_memory", "max_file_size", "max_disk", "cpu_time")
 # Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
 FRESH_CHECK = "from course_utils.grading import check  # added by course grade"
 # Patterns in exercise cells an instructor may want to look at; they never change the points.
@@ -200,10 +206,10 @@ class GradingPlan:
 
 
 def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) -> GradingPlan:
-    """The release with the learner's exercise cells and the reference outputs of check cells.
+    """The release with the learner's exercise cells, and no outputs at all.
 
-    Cells whose execution_count is None are only run by nbval; the check cells get one, so nbval
-    compares their outputs.
+    Every cell's execution_count is None, so nbval only runs it (and nbval_record records its
+    outputs); check cells are compared with `lesson.reference` outside the run (`compare_checks`).
     """
     nb = nbformat.from_dict(lesson.release)
     stubs = {
@@ -228,7 +234,6 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
                     f"lesson {lesson.lesson}: solutions/ has no check cell for "
                     f"{ex_id}; rebuild the solution notebook"
                 )
-            cell.outputs, cell.execution_count = lesson.reference[ex_id], 1
             cell.source = f"{FRESH_CHECK}\n{cell.source}"
             plan.cells[ex_id] = (plan.cells.get(ex_id, (-1, -1))[0], number)
     plan.flags = review_flags(answers)
@@ -297,13 +302,30 @@ def judge(
     return ExerciseGrade(ex_id, title, points, result.verdict, result.message + context)
 
 
+def compare_checks(plan: GradingPlan, lesson: Lesson, run: Run, rules: dict[str, str]) -> None:
+    """Mark each check cell's record not ok when its outputs differ from the reference's.
+
+    This is the comparison nbval made inside the run when the notebook carried the reference
+    outputs; made here, the reference never enters the sandbox.
+    """
+    for ex_id, (_, check_cell) in plan.cells.items():
+        record = run.records.get(check_cell)
+        if record is None or not record["ok"]:
+            continue
+        differs = outputs.difference(record.get("outputs", []), lesson.reference[ex_id], rules)
+        if differs:
+            record.update(
+                ok=False, problem="the cell's outputs differ from the reference", diff=differs
+            )
+
+
 def _status(plan: GradingPlan, run: Run, limits: Limits) -> tuple[str, str]:
     numbers = sorted(run.records)
     died = [n for n in numbers if run.records[n].get("died")]
     slow = [n for n in numbers if run.records[n].get("timed_out") and n not in died]
     where = _where(plan)
+    stuck = next((n for n in range(len(_code_cells(plan))) if n not in run.records), None)
     if run.timed_out:
-        stuck = next((n for n in range(len(_code_cells(plan))) if n not in run.records), None)
         return TIMEOUT, (
             f"the notebook ran past its {limits.timeout:g} s limit"
             + (f" in code cell {stuck}{where(stuck)}" if stuck is not None else "")
@@ -316,6 +338,11 @@ def _status(plan: GradingPlan, run: Run, limits: Limits) -> tuple[str, str]:
         )
     if not run.records:
         return ERROR, f"nbval did not run any cell (exit code {run.returncode}); see the log"
+    if stuck is not None:  # pytest itself ended early: killed from inside, or out of a limit
+        return CRASHED, (
+            f"the grading run ended in code cell {stuck}{where(stuck)} "
+            f"({exit_description(run.returncode)})"
+        )
     return OK, ""
 
 
@@ -338,9 +365,13 @@ def grade_notebook(
     sanitize: Path | None = None,
     logs: Path | None = None,
 ) -> SubmissionGrade:
-    """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade."""
+    """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade.
+
+    `sanitize`: the nbval sanitize file applied to both sides when check cells are compared.
+    """
     start = time.perf_counter()
     grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path))
+    grade.sandbox = limits.describe()
     exercises = registry()
     try:
         plan = build_grading_notebook(lesson, read_notebook(path))
@@ -364,9 +395,10 @@ def grade_notebook(
     try:
         target = work / f"{lesson.lesson}_grading.ipynb"
         nbformat.write(plan.notebook, target)
-        run = run_nbval(target, limits, sanitize)
+        run = run_nbval(target, limits)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    compare_checks(plan, lesson, run, outputs.sanitize_rules(sanitize))
     if logs is not None:
         atomic_write_text(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
     grade.status, grade.reason = _status(plan, run, limits)
@@ -389,14 +421,23 @@ def grade_notebook(
 # ---- the command ---------------------------------------------------------------------------
 
 
-def default_limits(timeout: float, jobs: int, cell_timeout: float | None = None) -> Limits:
+def default_limits(
+    timeout: float, jobs: int, cell_timeout: float | None = None, **sandbox_settings
+) -> Limits:
+    """Limits of each run: `jobs` runs share the allocated CPUs; `sandbox_settings` are Limits'
+    sandbox fields (sandbox, max_procs, max_memory, max_file_size, max_disk, cpu_time); None
+    keeps a default. CPU time defaults to what every allocated CPU could spend in `timeout`, so
+    it never ends a run the time limit would not."""
     from course_utils.hpc import allocated_cpus
 
     cell = cell_timeout if cell_timeout else min(timeout, 120.0)
+    settings = {k: v for k, v in sandbox_settings.items() if v is not None}
+    settings.setdefault("cpu_time", math.ceil(timeout * allocated_cpus()))
     return Limits(
         timeout=timeout,
         cell_timeout=min(cell, timeout),
         threads=max(1, allocated_cpus() // max(1, jobs)),
+        **settings,
     )
 
 
@@ -449,8 +490,52 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def limits_from_args(args) -> Limits:
+    """`course grade`'s limits from its options (sizes such as 8G; 0: no limit); an option
+    missing from `args` keeps its default."""
+    option = {name: getattr(args, name, None) for name in SANDBOX_OPTIONS}
+    sizes = {
+        name: None if option[name] is None else sandbox.parse_size(option[name], _flag(name))
+        for name in ("max_memory", "max_file_size", "max_disk")
+    }
+    if sizes["max_disk"] == 0:
+        raise ValueError("--max-disk 0: the sandbox needs some writable space; give e.g. 2G")
+    for name in ("max_procs", "cpu_time"):
+        if option[name] is not None and option[name] < 0:
+            raise ValueError(
+                f"{_flag(name)} {option[name]}: give a positive number, or 0 for no limit"
+            )
+    return default_limits(
+        args.timeout,
+        args.jobs,
+        getattr(args, "cell_timeout", None),
+        sandbox=not getattr(args, "no_sandbox", False),
+        max_procs=option["max_procs"],
+        cpu_time=option["cpu_time"],
+        **sizes,
+    )
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def check_sandbox(limits: Limits, hidden: list[Path]) -> None:
+    """ValueError, with the fix, when the grading sandbox cannot run here or would show a
+    folder in `hidden`; nothing to check with --no-sandbox."""
+    if not limits.sandbox:
+        return
+    read_only, _ = sandbox.system_layout()
+    sandbox.check_hidden(read_only + sandbox.python_paths(), hidden)
+    why = sandbox.problem(limits.max_procs)
+    if why:
+        raise ValueError(f"cannot grade in a sandbox: {why}")
+
+
 def grade_main(args) -> int:
-    """`course grade SUBMISSIONS [--lesson NN] [--out DIR] [-j N] [--timeout S]`."""
+    """`course grade SUBMISSIONS [--lesson NN] [--out DIR] [-j N] [--timeout S] [--no-sandbox]
+    [--max-procs N] [--max-memory SIZE] [--max-file-size SIZE] [--max-disk SIZE]
+    [--cpu-time S]`."""
     from course_utils.paths import SANITIZE_FILE, repo_dir
 
     try:
@@ -469,14 +554,22 @@ def grade_main(args) -> int:
         }
         if args.jobs < 1 or args.timeout <= 0:
             raise ValueError(f"-j {args.jobs} / --timeout {args.timeout}: both must be positive")
+        limits = limits_from_args(args)
+        out = Path(args.out)
+        hidden = [repo_dir("solutions"), Path(args.submissions), out, Path.home()]
+        check_sandbox(limits, hidden)
     except ValueError as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
     for line in skipped:
         print(line, file=sys.stderr)
-    limits = default_limits(args.timeout, args.jobs, getattr(args, "cell_timeout", None))
+    if not limits.sandbox:
+        print(
+            "course grade: --no-sandbox: learners' code runs with your rights (the gradebook's "
+            "sandbox column says none)",
+            file=sys.stderr,
+        )
     signal.signal(signal.SIGTERM, _interrupt)  # scancel: clean up like Ctrl-C
-    out = Path(args.out)
     start = time.perf_counter()
     grades = grade_all(subs, lessons, limits, args.jobs, SANITIZE_FILE, out / "logs")
     paths = write_outputs(out, grades)
@@ -486,4 +579,5 @@ def grade_main(args) -> int:
         f"(-j {args.jobs}); gradebook {paths['gradebook']}, feedback in {paths['feedback']}/, "
         f"JUnit report {paths['junit']}, logs in {out / 'logs'}/"
     )
+    print(f"sandbox: {limits.describe()}")
     return 1 if any(g.status == ERROR for g in grades) else 0

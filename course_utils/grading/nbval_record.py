@@ -3,8 +3,10 @@
 Loaded with `pytest -p course_utils.grading.nbval_record --course-record FILE --nbval ...` in
 the grading subprocess, beside `course_utils.grading.kernel_watch` (a dead kernel fails its cell
 at once). Lines are appended as cells finish, so the grader keeps the results of the cells that
-ran even when it has to kill the run at the notebook's time limit. Texts are truncated: a
-submission that prints 100 MB must not make the record (or the grader's memory) 100 MB.
+ran even when it has to kill the run at the notebook's time limit. Each line carries the cell's
+outputs (`outputs.recordable`): the grader compares check cells with the reference outside the
+sandbox. Texts are truncated: a submission that prints 100 MB must not make the record (or the
+grader's memory) 100 MB.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import pytest
 
 from course_utils.grading.gradebook import clip
+from course_utils.grading.outputs import recordable
 
 
 def pytest_addoption(parser):
@@ -68,6 +71,7 @@ def cell_record(item, call) -> dict:
         "diff": clip("\n".join(getattr(item, "comparison_traceback", [])), 1500) if exc else "",
         "stdout": clip(_stream(outputs, "stdout")),
         "stderr": clip(_stream(outputs, "stderr"), 1500),
+        "outputs": recordable(outputs),
         "died": died,
         # nbval words every time limit it hits "Timeout of ..."; a dead kernel looks like one
         "timed_out": "Timeout of" in str(exc) and not died,

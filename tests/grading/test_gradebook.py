@@ -57,6 +57,7 @@ def test_gradebook_csv_has_a_row_per_submission():
         "status": "ok",
         "reason": "",
         "flags": "",
+        "sandbox": "",
     }
     assert (rows[1]["status"], rows[1]["flags"]) == ("timeout", "01.1: mentions solutions/")
 

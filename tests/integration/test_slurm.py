@@ -183,6 +183,7 @@ def test_grade_job_grades_a_folder(jobs):
     rows = list(csv.DictReader(gradebook.open()))
     assert [(r["learner"], r["lesson"], r["status"]) for r in rows] == [("alice", "01", "ok")]
     assert float(rows[0]["total"]) == 4, rows  # the solution earns every point
+    assert rows[0]["sandbox"].startswith("bubblewrap, no network"), rows  # graded in the sandbox
 
 
 @pytest.mark.slurm
