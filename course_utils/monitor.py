@@ -90,7 +90,9 @@ def cpu_probe(cpus: int | None = None) -> Probe:
         now, used = time.perf_counter(), _cpu_seconds()
         busy = (used - last[1]) / max(now - last[0], 1e-9)
         last[:] = [now, used]
-        return {"cpu %": 100 * busy / cpus}
+        # The two clocks are read a moment apart: a fully busy process can come out a percent
+        # or so above its CPUs. No process uses more than the CPUs it may run on.
+        return {"cpu %": min(100.0, 100 * busy / cpus)}
 
     return probe
 

@@ -32,7 +32,8 @@ def test_cpu_probe_sees_a_busy_loop():
     end = time.perf_counter() + 0.3
     while time.perf_counter() < end:
         pass
-    assert probe()["cpu %"] > 5
+    busy = probe()["cpu %"]
+    assert 50 < busy <= 100  # one busy thread of one CPU: never over the CPUs it may use
 
 
 def test_monitor_samples_in_the_background_and_survives_errors():
