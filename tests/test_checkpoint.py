@@ -70,7 +70,9 @@ def test_rng_state_round_trip_continues_every_stream():
 
 def test_rng_state_survives_weights_only_load(tmp_path):
     torch.save(ck.rng_state(), tmp_path / "rng.pt")
+    first = (random.random(), np.random.rand(), torch.rand(1).item())
     ck.set_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
 
 
 def test_compiled_model_saves_plain_keys_and_loads_prefixed_ones(tmp_path):

@@ -442,7 +442,6 @@ ATTACKERS = {"snoop", "vandal", "bomb", "killer"}
 def test_the_run_completes_and_the_gradebook_is_complete(graded):
     assert graded["proc"].returncode == 0, graded["proc"].stderr[-3000:]
     assert set(graded["rows"]) == LEARNERS | ATTACKERS
-    assert graded["seconds"] < 280  # bounded: 13 notebooks at -j 2 take about 70 s on 2 cores
     assert "graded 13 submissions" in graded["proc"].stdout
     assert not graded["survivors"], "processes of the run survived it"
     for row in graded["rows"].values():
