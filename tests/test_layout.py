@@ -56,3 +56,12 @@ def test_no_helper_is_a_program():
     helpers = [p for p in PACKAGE_DIR.glob("*.py") if p.name not in ("cli.py", "__init__.py")]
     programs = [p.name for p in helpers if '__name__ == "__main__"' in p.read_text()]
     assert programs == [], f"programs belong in course_utils/jobs/: {programs}"
+
+
+def test_test_files_have_unique_names():
+    # pytest imports test modules by their base name (tests/ has no __init__.py): two files of
+    # one name in different folders stop the whole run at collection
+    from collections import Counter
+
+    names = Counter(p.name for p in (PACKAGE_DIR.parent / "tests").rglob("test_*.py"))
+    assert [n for n, count in names.items() if count > 1] == []

@@ -2,13 +2,9 @@
 
 import torch
 
-from course_utils.resumable import TinyNet, parameter_hash
-from course_utils.sharded_checkpoint import (
-    _fully_shard,
-    load_unsharded,
-    save_sharded,
-    shard_layout,
-)
+from course_utils.distributed import import_fully_shard
+from course_utils.models import TinyNet, parameter_hash
+from course_utils.sharded_checkpoint import load_unsharded, save_sharded, shard_layout
 
 
 def test_save_with_two_ranks_load_with_one(tmp_path, recwarn):
@@ -16,7 +12,7 @@ def test_save_with_two_ranks_load_with_one(tmp_path, recwarn):
     names = sorted(p.name for p in folder.iterdir())
     assert names == [".metadata", "__0_0.distcp", "__1_0.distcp"], "one file per rank"
     layout = shard_layout(folder)
-    if _fully_shard() is not None:  # FSDP2 splits dim 0: two chunks of 16 rows of 32x3072
+    if import_fully_shard()[0] is not None:  # FSDP2 splits dim 0: two chunks of 16 rows of 32x3072
         assert layout["model.1.weight"] == [((0, 0), (16, 3072)), ((16, 0), (16, 3072))]
     else:  # replicated with DDP: DCP stores one copy
         assert layout["model.1.weight"] == [((0, 0), (32, 3072))]
