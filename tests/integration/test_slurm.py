@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -150,6 +151,23 @@ def test_interactive_runs_a_command_on_a_node():
     assert job_id.isdigit() and cpus == "4"
 
 
+def open_when_listening(url, output, timeout=15.0):
+    """Open url, retrying while the port refuses: the server logs its address a moment before
+    its socket accepts on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return urllib.request.urlopen(url, timeout=10)
+        except urllib.error.HTTPError:
+            raise
+        except urllib.error.URLError as error:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{url} refused for {timeout:.0f} s:\n{output.read_text()}"
+                ) from error
+            time.sleep(0.5)
+
+
 @pytest.mark.slurm
 def test_jupyter_job_serves_lab_on_localhost_with_a_token(tmp_path):
     job_id, output = submit_detached("slurm/jupyter_job.sh", output_dir=tmp_path)
@@ -158,7 +176,7 @@ def test_jupyter_job_serves_lab_on_localhost_with_a_token(tmp_path):
         port, token = m.groups()
         wait_for_text(output, r"Jupyter Server .* is running at", timeout=60)
         url = f"http://127.0.0.1:{port}/api/status"
-        with urllib.request.urlopen(f"{url}?token={token}", timeout=10) as response:
+        with open_when_listening(f"{url}?token={token}", output) as response:
             assert response.status == 200
         with pytest.raises(urllib.error.HTTPError, match="403"):
             urllib.request.urlopen(url, timeout=10)
