@@ -110,14 +110,15 @@ def bwrap_command(layout: Layout, command: list[str], bwrap: str = "bwrap") -> l
         "--new-session",  # no TIOCSTI into the grader's terminal, no signals to its group
         "--clearenv",  # the instructor's tokens and settings stay outside
     ]  # fmt: skip
+    # /dev is a fresh, small tmpfs: made read-only, but for its own sized /dev/shm.
+    argv += ["--dev", "/dev", "--remount-ro", "/dev"]
+    argv += ["--size", str(layout.max_disk), "--tmpfs", "/dev/shm", "--proc", "/proc"]
+    # The work tmpfs goes first: a venv or a clone under /tmp is bound on top of it, not hidden.
+    argv += ["--size", str(layout.max_disk), "--tmpfs", WORK, "--dir", HOME]
     for path in layout.read_only:
         argv += ["--ro-bind", path, path]
     for target, link in layout.symlinks:
         argv += ["--symlink", target, link]
-    # /dev is a fresh, small tmpfs: made read-only, but for its own sized /dev/shm.
-    argv += ["--dev", "/dev", "--remount-ro", "/dev"]
-    argv += ["--size", str(layout.max_disk), "--tmpfs", "/dev/shm", "--proc", "/proc"]
-    argv += ["--size", str(layout.max_disk), "--tmpfs", WORK, "--dir", HOME]
     for host, inside in layout.files:
         argv += ["--ro-bind", host, inside]
     for host, inside in layout.writable:
@@ -414,9 +415,28 @@ def problem(max_procs: int, timeout: float = 60) -> str | None:
         said = re.sub(r"\s+", " ", (done.stderr or done.stdout).strip())[-300:] or "no message"
         return (
             f"bubblewrap ({bwrap}) could not start a sandbox (exit code {done.returncode}: "
-            f"{said}); {USERNS_FIX}"
+            f"{said}); {probe_fix(said)}"
         )
     return None
+
+
+# Words in bwrap's messages when the kernel refuses it a namespace ("No permissions to creating
+# new namespace", "Creating new namespace failed", "setting up uid map: ...").
+_NAMESPACE_REFUSALS = ("namespace", "uid map", "setting up uid", "operation not permitted")
+
+
+def probe_fix(message: str) -> str:
+    """The fix for a failed sandbox probe, from what it printed: the kernel refusing namespaces
+    is the admins' to change; anything else (Python not found inside, an import failing) means
+    the whitelist misses a path, which is the course's bug to report."""
+    if any(word in message.lower() for word in _NAMESPACE_REFUSALS):
+        return USERNS_FIX
+    return (
+        f"the sandbox started but {sys.executable} could not import course_utils inside it: "
+        "a path it needs is missing from the sandbox's whitelist (course_utils/grading/"
+        "sandbox.py); report this message to the course, or pass --no-sandbox to grade without "
+        "a sandbox (learners' code then runs with your rights)"
+    )
 
 
 # ---- sizes on the command line and in the gradebook ----------------------------------------

@@ -70,6 +70,34 @@ def test_bwrap_command_binds_only_what_the_layout_names():
     assert root_ro[0] > last_bind
 
 
+def test_read_only_paths_under_the_work_folder_are_bound_on_top_of_its_tmpfs():
+    # A clone or venv under /tmp (CI clones there) must stay visible inside the sandbox.
+    layout = sandbox.Layout(read_only=("/usr", "/tmp/clone/.venv"))
+    argv = sandbox.bwrap_command(layout, ["true"])
+    work_tmpfs = next(i for i, a in enumerate(argv) if a == "--tmpfs" and argv[i + 1] == "/tmp")
+    first_bind = argv.index("--ro-bind")
+    assert work_tmpfs < first_bind
+    assert ("/tmp/clone/.venv", "/tmp/clone/.venv") in pairs(argv, "--ro-bind")
+
+
+@pytest.mark.parametrize(
+    "said, admins",
+    [
+        ("bwrap: No permissions to creating new namespace, likely because the kernel does not "
+         "allow non-privileged user namespaces", True),
+        ("bwrap: setting up uid map: Permission denied", True),
+        ("bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted", True),
+        ("prlimit: failed to execute /tmp/x/.venv/bin/python: No such file or directory", False),
+        ("ModuleNotFoundError: No module named 'course_utils'", False),
+    ],
+)  # fmt: skip
+def test_probe_fix_tells_a_refused_namespace_from_a_missing_path(said, admins):
+    fix = sandbox.probe_fix(said)
+    assert ("user namespaces" in fix) is admins
+    assert ("whitelist" in fix) is not admins
+    assert "--no-sandbox" in fix
+
+
 def test_the_real_whitelist_hides_the_course_and_the_home():
     read_only, links = sandbox.system_layout()
     visible = read_only + sandbox.python_paths()
