@@ -330,6 +330,9 @@ _RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
 _ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
 _LAUNCHER_FRAMES = ("torch/distributed/run.py", "torch/distributed/launcher", "ChildFailedError")
 _TRACEBACK = ["Traceback (most recent call last):"]
+# The first line of an exception's text: "pkg.SomeError: text", "Name: text" or a bare
+# "KeyboardInterrupt"; never indented, never a source line such as "x = f(y)".
+_EXCEPTION_HEADER = re.compile(r"^[A-Za-z_][\w.]*(: |:$|(Error|Exception|Interrupt|Exit)$)")
 
 
 def _error_lines(lines: list[str]) -> list[list[str]]:
@@ -340,8 +343,14 @@ def _error_lines(lines: list[str]) -> list[list[str]]:
             i += 1
             continue
         i += 1
-        while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
-            i += 1  # frames: '  File ...', their source lines and ^^^ markers
+        while (
+            i < len(lines)
+            and not lines[i].startswith("Traceback")
+            and not (_EXCEPTION_HEADER.match(lines[i]))
+        ):
+            # frames: '  File ...', their source lines and ^^^ markers, and the pieces of them
+            # another rank's unbuffered write tore off onto a line of their own
+            i += 1
         message = []
         while i < len(lines) and not lines[i].startswith("Traceback"):
             if re.match(r"^(\[?[EWI]\d{4} |\*{5}|\[rank\d+\]:)", lines[i]):
@@ -354,6 +363,13 @@ def _error_lines(lines: list[str]) -> list[list[str]]:
     return found
 
 
+def root_cause(output: str) -> tuple[int, int] | None:
+    """(rank, exit code) of the rank torchrun's summary calls the root cause: the first to exit
+    with an error (in a hang, a rank that waited rather than the one that stalled)."""
+    m = _ROOT_CAUSE.search(output)
+    return (int(m[1]), int(m[2])) if m else None
+
+
 def failure_cause(output: str) -> str | None:
     """The failing rank's own error lines from a launch's output, e.g. "Duplicate GPU detected".
 
@@ -363,8 +379,8 @@ def failure_cause(output: str) -> str | None:
     is not torchrun's own is used. None when the output holds no traceback.
     """
     lines = output.splitlines()
-    root = _ROOT_CAUSE.search(output)
-    rank_of_root = int(root[1]) if root else None
+    root = root_cause(output)
+    rank_of_root = root[0] if root else None
     by_rank: dict[int, list[str]] = {}
     plain = []
     for line in lines:
@@ -383,8 +399,8 @@ def failure_cause(output: str) -> str | None:
         who = f"rank {rank_of_root}" if rank_of_root is not None else "the program"
     messages = [m for m in messages if m]
     if not messages:
-        if root and int(root[2]) < 0:
-            return f"cause: {who} was killed by signal {-int(root[2])} (no Python traceback)"
+        if root and root[1] < 0:
+            return f"cause: {who} was killed by signal {-root[1]} (no Python traceback)"
         return None
     shown = messages[-1][:8]
     return f"cause ({who}): " + "\n  ".join(shown)

@@ -163,10 +163,8 @@ def error_lines(output: str) -> dict[int, list[str]]:
 def root_cause_rank(output: str) -> int | None:
     """The rank torchrun's summary calls the root cause: the FIRST to exit with an error,
     which in a hang is a rank that waited, not the one that stalled."""
-    m = re.search(
-        r"Root Cause \(first observed failure\):\n\[\d+\]:\n(?:.*\n)*?\s*rank\s*:\s*(\d+)", output
-    )
-    return int(m[1]) if m else None
+    root = distributed.root_cause(output)
+    return root[0] if root else None
 
 
 def exit_codes(output: str) -> dict[int, int]:

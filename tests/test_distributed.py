@@ -263,6 +263,32 @@ def test_failure_cause_finds_the_failing_ranks_own_error_in_a_real_gpu_log():
     assert "destroy_process_group" not in cause  # a later warning, not the error
 
 
+TORN_TRACEBACKS = """\
+Traceback (most recent call last):
+Traceback (most recent call last):
+  File "/course/jobs/ddp_exercise.py", line 40, in main
+  File "/course/jobs/ddp_exercise.py", line 40, in main
+        trained = unwrap_model(load_answer(answer)(model, dataset))
+trained = unwrap_model(load_answer(answer)(model, dataset))
+                           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/tmp/answer.py", line 3, in broken
+    raise RuntimeError("my loader is missing")
+RuntimeError: my loader is missing
+                           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/tmp/answer.py", line 3, in broken
+    raise RuntimeError("my loader is missing")
+RuntimeError: my loader is missing
+E1123 14:58:53.116000 15668 torch/distributed/elastic/multiprocessing/api.py:1002] failed
+"""
+
+
+def test_failure_cause_reads_through_tracebacks_two_ranks_tore_apart():
+    # Two ranks' unbuffered tracebacks in one pipe: rank 1 wrote a whole line between rank 0's
+    # indent and its source line, leaving a source line at the start of a line (seen in CI).
+    cause = distributed.failure_cause(TORN_TRACEBACKS)
+    assert cause == "cause (the program): RuntimeError: my loader is missing"
+
+
 def test_failure_cause_without_a_traceback_reports_the_signal():
     summary = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
     summary += "  exitcode  : -11 (pid: 1)\n"
