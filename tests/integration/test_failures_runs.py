@@ -105,9 +105,14 @@ def test_checker_09_2_runs_answers_on_real_ranks():
 
 
 def test_peak_memory_of_accumulation_and_checkpointing():
-    peaks = memory.measure_cpu()  # the lesson's shape: 16 layers, 2 MiB activations each
+    shape = memory.StepShape()  # the lesson's: 16 layers of 4096 x 128 float32 (2 MiB each)
+    saved = shape.depth * shape.batch * shape.width * 4
+    peaks = memory.measure_cpu(shape)
     big = peaks["big batch"]["peak_bytes"]
-    assert big > 16 * 2 * 2**20, peaks
+    # The big batch holds every saved activation; the measurement is the step's tensors, not
+    # library pages (those once added 11 to 35 MiB, depending on the page cache).
+    assert 0.9 * saved < big < 1.5 * saved, peaks
+    assert peaks["accumulation"]["peak_bytes"] < 0.5 * big, peaks  # a quarter of the batch
+    assert peaks["checkpointing"]["peak_bytes"] < 0.75 * big, peaks  # 3 inputs + 1 segment
     for name in ("accumulation", "checkpointing"):
-        assert peaks[name]["peak_bytes"] < big, peaks
         assert peaks[name]["max_rel_diff"] < 1e-6, peaks
