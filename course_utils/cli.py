@@ -62,12 +62,16 @@ def cmd_cpp(args) -> int:
 
 
 def cmd_release(args) -> int:
-    from course_utils.grading.release import release
+    from course_utils.grading.release import ReleaseError, release
     from course_utils.paths import repo_dir
 
     solutions = Path(args.solutions) if args.solutions else repo_dir("solutions")
     notebooks = Path(args.notebooks) if args.notebooks else repo_dir("notebooks")
-    return release(solutions, notebooks, check_only=args.check)
+    try:
+        return release(solutions, notebooks, check_only=args.check)
+    except ReleaseError as error:  # an authoring mistake: one line, nothing written
+        print(f"course release: {error}", file=sys.stderr)
+        return 1
 
 
 def cmd_check(args) -> int:

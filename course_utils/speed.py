@@ -424,6 +424,21 @@ def time_loader(loader, batches: int) -> float:
     return images / (time.perf_counter() - start)
 
 
+def bottleneck(loader_rate: float, compute_rate: float, measured_rate: float) -> tuple[str, float]:
+    """Which part limits a job ("loader" or "compute") and the most that overlapping them gains.
+
+    With DataLoader workers, loading the next batch overlaps with computing this one, so a step
+    takes as long as the slower part: the slower part's rate over the measured rate bounds the
+    speed-up. Rates are images per second (exercise 08.2 asks the learner to write this).
+    """
+    for name, rate in (("loader_rate", loader_rate), ("compute_rate", compute_rate),
+                       ("measured_rate", measured_rate)):  # fmt: skip
+        if not rate > 0:
+            raise ValueError(f"{name}={rate!r}: rates are images per second and must be > 0")
+    limit = "loader" if loader_rate < compute_rate else "compute"
+    return limit, min(loader_rate, compute_rate) / measured_rate
+
+
 def documentation_loop(model, loader, optimizer, device="cpu", steps: int | None = None) -> int:
     """The training loop as the documentation writes it, one statement per line, so that
     line_profiler can attribute time to loading, forward, backward and the optimizer step.

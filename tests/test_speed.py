@@ -194,6 +194,26 @@ def test_time_loader_counts_images_and_stops():
         speed.time_loader(loader, 0)
 
 
+@pytest.mark.parametrize(
+    ("rates", "limit", "bound"),
+    [
+        ((2000.0, 8000.0, 1600.0), "loader", 1.25),  # loading 2000/s caps a job now at 1600/s
+        ((9000.0, 3000.0, 2250.0), "compute", 3000 / 2250),
+        ((4000.0, 4000.0, 4000.0), "compute", 1.0),  # a tie: faster loading would not help
+    ],
+)
+def test_bottleneck_names_the_slower_part_and_bounds_the_gain(rates, limit, bound):
+    got_limit, got_bound = speed.bottleneck(*rates)
+    assert got_limit == limit
+    assert got_bound == pytest.approx(bound)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
+def test_bottleneck_rejects_rates_that_are_not_positive(bad):
+    with pytest.raises(ValueError, match=r"measured_rate=.*must be > 0"):
+        speed.bottleneck(1000.0, 2000.0, bad)
+
+
 def test_documentation_loop_and_line_shares():
     model = models.Net()
     before = model.fc3.bias.detach().clone()

@@ -10,6 +10,7 @@ and clears every output.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,11 +55,83 @@ def stub_solution(source: str, exercise_id: str, title: str) -> str:
     return "\n".join(out)
 
 
+def _python_of(source: str) -> ast.Module:
+    """A code cell as Python, with IPython's magics and shell escapes turned into calls."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return ast.parse(TransformerManager().transform_cell(source))
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    """Functions and classes a cell defines at its top level."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {node.name for node in tree.body if isinstance(node, kinds)}
+
+
+def _bound_names(tree: ast.Module) -> set[str]:
+    """Every name a cell binds (def, class, assignment, import)."""
+    bound = _defined_names(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return bound
+
+
+def _catches_not_implemented(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Try):
+        return False
+    caught = [h.type for h in node.handlers]
+    names = {n.id for t in caught if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return "NotImplementedError" in names
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    """Names a cell reads, except inside a `try` that catches a stub's NotImplementedError."""
+    if isinstance(node, ast.Name):
+        return {node.id} if isinstance(node.ctx, ast.Load) else set()
+    children = list(ast.iter_child_nodes(node))
+    if _catches_not_implemented(node):  # the guarded body may call a stub: that is its purpose
+        children = [*node.handlers, *node.orelse, *node.finalbody]
+    return set().union(*(_used_names(child) for child in children))
+
+
+def check_no_cell_uses_a_stub(cells) -> None:
+    """Refuse a notebook whose later cells call a learner's unfinished function.
+
+    In the student version an exercise's function only raises NotImplementedError, so a later
+    cell that uses it stops the notebook there. Such cells use the package's implementation
+    instead (docs/conventions.md); only the exercise's own check cell may take the learner's.
+    """
+    stubs: dict[str, str] = {}  # function name -> exercise id
+    for number, cell in enumerate(cells, start=1):
+        if cell.cell_type != "code":
+            continue
+        meta = course_meta(cell)
+        tree = _python_of(cell.source)
+        if meta.get("role") == "exercise":
+            stubs.update(dict.fromkeys(_defined_names(tree), meta.get("exercise", "")))
+            continue
+        if meta.get("role") != "check":
+            used = sorted(name for name in _used_names(tree) & stubs.keys())
+            if used:
+                name = used[0]
+                raise ReleaseError(
+                    f"cell {number} uses {name}(), which exercise {stubs[name]} leaves as a "
+                    "stub in the student notebook, so the notebook stops there; use the "
+                    f"package's implementation (course_utils) or move the call into the check cell"
+                )
+        for name in _bound_names(tree):
+            stubs.pop(name, None)
+
+
 def release_notebook(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The student version of a solution notebook: stubs for solutions, no outputs."""
     from course_utils.grading import registry
 
     exercises = registry()
+    check_no_cell_uses_a_stub(solution.cells)
     student = nbformat.from_dict(solution)
     for cell in student.cells:
         meta = course_meta(cell)
@@ -98,7 +171,10 @@ def plan_release(solutions_dir: Path, notebooks_dir: Path) -> ReleasePlan:
     writes, stale = {}, []
     for path in solution_paths(solutions_dir):
         target = notebooks_dir / path.name
-        text = render(release_notebook(nbformat.read(path, as_version=4)))
+        try:
+            text = render(release_notebook(nbformat.read(path, as_version=4)))
+        except ReleaseError as error:
+            raise ReleaseError(f"{path}: {error}") from None
         writes[target] = text
         if not target.exists() or target.read_text() != text:
             stale.append(target)

@@ -75,6 +75,47 @@ def test_solution_outside_exercise_cell_is_refused():
         release_notebook(_notebook(cell))
 
 
+_STUB_01_1 = "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION"
+
+
+def _check_cell(ex_id, source):
+    return nbformat.v4.new_code_cell(
+        source, metadata={"course": {"exercise": ex_id, "role": "check"}}
+    )
+
+
+def test_a_later_cell_that_calls_a_stub_is_refused():
+    later = nbformat.v4.new_code_cell("%matplotlib inline\ny = f(2)")  # magics parse too
+    nb = _notebook(
+        _exercise_cell("01.1", _STUB_01_1), _check_cell("01.1", "check('01.1', f)"), later
+    )
+    with pytest.raises(
+        ReleaseError, match=r"cell 3 uses f\(\), which exercise 01.1 leaves as a stub"
+    ):
+        release_notebook(nb)
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        "try:\n    f(2)\nexcept NotImplementedError:\n    print('finish 01.1')",
+        "f = abs\nf(2)",  # rebound: no longer the learner's stub
+        "from math import fabs as f",
+    ],
+)
+def test_guarded_or_rebound_uses_of_a_stub_are_allowed(later):
+    nb = _notebook(
+        _exercise_cell("01.1", _STUB_01_1),
+        nbformat.v4.new_code_cell(later),
+        nbformat.v4.new_code_cell("f(3)"),
+    )
+    if "except" in later:  # the guard covers its own cell only: the next bare call is refused
+        with pytest.raises(ReleaseError, match="cell 3 uses f"):
+            release_notebook(nb)
+    else:
+        release_notebook(nb)
+
+
 def test_repository_notebooks_are_up_to_date():
     plan = plan_release(ROOT / "solutions", ROOT / "notebooks")
     assert plan.stale == [] and plan.orphans == [], "run `course release`"

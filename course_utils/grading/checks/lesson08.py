@@ -6,6 +6,7 @@ import time
 import torch
 from torch import nn
 
+from course_utils import speed
 from course_utils.grading import call_answer, exercise, expect
 
 
@@ -54,15 +55,10 @@ BOTTLENECK_CASES = [
 ]
 
 
-def _bottleneck(loader_rate, compute_rate, measured_rate):
-    limit = "loader" if loader_rate < compute_rate else "compute"
-    return limit, min(loader_rate, compute_rate) / measured_rate
-
-
 @exercise("08.2", "which part limits the job, and how much faster could it go?")
 def check_bottleneck(bottleneck):
     for case in BOTTLENECK_CASES:
-        want_limit, want_bound = _bottleneck(*case)
+        want_limit, want_bound = speed.bottleneck(*case)
         where = "bottleneck(loader_rate={:g}, compute_rate={:g}, measured_rate={:g})".format(*case)
         got = call_answer(bottleneck, *case)
         expect(isinstance(got, tuple) and len(got) == 2, "a pair (limit, speed-up bound)",
