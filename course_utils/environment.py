@@ -1,12 +1,14 @@
-"""Reading the environment: integers from variables, with errors that name the variable.
+"""Reading the environment: integers from variables, with errors that name the variable, and
+variables set for the length of a block.
 
 The one parser behind DistEnv (torchrun's and Slurm's variables) and hpc (SLURM_CPUS_PER_TASK).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 REQUIRED = object()  # `default` for a variable the launcher must have set
 
@@ -35,3 +37,23 @@ def env_int(
     if minimum is not None and value < minimum:
         raise ValueError(f"{name}={value} must be at least {minimum}; fix or unset it")
     return value
+
+
+def _put(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+@contextlib.contextmanager
+def patched_environ(**values: str | None) -> Iterator[None]:
+    """Set (or, with None, remove) variables of os.environ inside the block; restore after."""
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        for name, value in values.items():
+            _put(name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            _put(name, value)

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 import course_utils
+from course_utils.environment import patched_environ
 from course_utils.hpc import allocated_cpus
 from course_utils.paths import REPO_ROOT
 from course_utils.processes import exit_description
@@ -70,15 +71,8 @@ def inductor_cache(path: str | os.PathLike | None = None):
     """Point TORCHINDUCTOR_CACHE_DIR at `path` (default build/inductor-cache), then restore it."""
     path = Path(path or build_root() / "inductor-cache")
     path.mkdir(parents=True, exist_ok=True)
-    old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path.resolve())
-    try:
+    with patched_environ(TORCHINDUCTOR_CACHE_DIR=str(path.resolve())):
         yield path
-    finally:
-        if old is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
 # ---------------------------------------------------------------------------- tensor files

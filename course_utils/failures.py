@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from course_utils import distributed, flight_recorder, sbatch
+from course_utils.environment import patched_environ  # noqa: F401 (lesson 09 calls it from here)
 from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
@@ -185,25 +186,6 @@ def leftover_processes(parent: psutil.Process | None = None) -> list[psutil.Proc
             if p.status() != psutil.STATUS_ZOMBIE:
                 alive.append(p)
     return alive
-
-
-@contextlib.contextmanager
-def patched_environ(**values: str | None):
-    """Set (or, with None, remove) variables of os.environ inside the block; restore after."""
-    saved = {name: os.environ.get(name) for name in values}
-    try:
-        for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 # --- A function run by real ranks (forked), bounded by a timeout ------------------------------
