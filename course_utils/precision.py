@@ -18,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import statistics
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.utils.benchmark.utils.common import set_torch_threads
 
 MODES = ("tf32", "ieee")
 ENV_OVERRIDES = ("NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
@@ -70,13 +72,9 @@ def chained_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             f"{tuple(b.shape)}; the first one's columns must match the second one's rows"
         )
     out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # k small updates: on a busy machine, more threads mostly wait
-    try:
+    with set_torch_threads(1):  # k small updates: on a busy machine, more threads mostly wait
         for k in range(a.shape[1]):
             out.addr_(a[:, k], b[k])
-    finally:
-        torch.set_num_threads(threads)
     return out
 
 
@@ -127,11 +125,10 @@ def power_law_fit(xs, ys) -> PowerLaw:
         raise ValueError(
             f"power_law_fit needs two or more positive (x, y) pairs; got {list(xs)} and {list(ys)}"
         )
-    lx = [math.log(x) for x in xs]
-    ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    slope = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
-    return PowerLaw(math.exp(my - slope * mx), slope)
+    slope, intercept = statistics.linear_regression(
+        [math.log(x) for x in xs], [math.log(y) for y in ys]
+    )
+    return PowerLaw(math.exp(intercept), slope)
 
 
 def tf32_defaults(version: str) -> dict[str, bool] | None:

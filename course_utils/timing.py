@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 import torch.utils.benchmark as benchmark
+from torch.utils.benchmark.utils.common import set_torch_threads
 
 from course_utils.device import synchronize
 
@@ -188,9 +189,7 @@ def call_spread(
         raise ValueError(f"calls={calls} must be >= 1 and warmup={warmup} >= 0")
     devices = [torch.device(sync_device)] if sync_device else _devices(args, kwargs)
     clock = _synchronizing_clock(devices)
-    before = torch.get_num_threads()
-    torch.set_num_threads(num_threads or before)
-    try:
+    with set_torch_threads(num_threads or torch.get_num_threads()):
         for _ in range(warmup):
             fn(*args, **kwargs)
         times = []
@@ -198,8 +197,6 @@ def call_spread(
             start = clock()
             fn(*args, **kwargs)
             times.append(clock() - start)
-    finally:
-        torch.set_num_threads(before)
     return Spread(min(times), statistics.median(times), max(times), calls)
 
 

@@ -33,31 +33,52 @@ def test_rank_of_reads_the_launchers_variables(monkeypatch):
     assert stacks.rank_of(Fake({})) is None
 
 
+class Pid:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+def _stuck_ranks(monkeypatch):
+    """Two ranks whose every dump shows the same stack: found within 3 looks, unless a check
+    stops the looking first."""
+    monkeypatch.setattr(stacks, "_ranks_running", lambda marker: {0: Pid(1), 1: Pid(2)})
+    monkeypatch.setattr(stacks, "py_spy_dump", lambda pid: DUMP)
+
+
 def test_no_stacks_without_py_spy(monkeypatch):
+    _stuck_ranks(monkeypatch)
     monkeypatch.setattr(stacks, "py_spy", lambda: None)
-    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60) == {}
+    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, interval=0) == {}
 
 
 def test_looking_stops_when_asked(monkeypatch):
     import threading
 
+    _stuck_ranks(monkeypatch)
     stop = threading.Event()
     stop.set()
     monkeypatch.setattr(stacks, "py_spy", lambda: "/usr/bin/py-spy")
-    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, stop=stop) == {}
+    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, stop=stop, interval=0) == {}
+
+
+def test_looking_finds_ranks_stuck_in_the_same_stack(monkeypatch):
+    _stuck_ranks(monkeypatch)
+    monkeypatch.setattr(stacks, "py_spy", lambda: "/usr/bin/py-spy")
+    assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, interval=0) == {
+        0: DUMP,
+        1: DUMP,
+    }
 
 
 def test_looking_gives_up_when_py_spy_keeps_failing(monkeypatch):
     monkeypatch.setattr(stacks, "py_spy", lambda: "/usr/bin/py-spy")
     monkeypatch.setattr(stacks, "_ranks_running", lambda marker: {0: Pid(1), 1: Pid(2)})
+    calls = []
 
     def denied(pid):
+        calls.append(pid)
         raise RuntimeError("Permission denied")
 
     monkeypatch.setattr(stacks, "py_spy_dump", denied)
     assert stacks.stacks_of_stuck_ranks("marker", nproc=2, limit=60, interval=0) == {}
-
-
-class Pid:
-    def __init__(self, pid):
-        self.pid = pid
+    assert len(calls) == 10  # gave up after 10 failed looks, not at the 60 s limit

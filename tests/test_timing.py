@@ -125,7 +125,9 @@ def test_images_per_second_of_a_host_bound_loop_counts_the_last_queued_work():
 
 def test_images_per_second_counts_the_inputs_of_tuple_batches_and_checks_warmup():
     batches = [(torch.zeros(8, 3), torch.zeros(8))] * 3
-    assert timing.images_per_second(lambda b: None, batches, warmup=1) > 0
+    one_second = iter([0.0, 1.0]).__next__  # the clock: start, then stop one second later
+    rate = timing.images_per_second(lambda b: None, batches, lambda: None, one_second, warmup=1)
+    assert rate == 16  # two timed batches of 8 images, not 2 items per tuple
     with pytest.raises(ValueError, match="warmup=3 must leave batches to time: got 3 batches"):
         timing.images_per_second(lambda b: None, batches, warmup=3)
 
