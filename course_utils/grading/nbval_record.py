@@ -23,29 +23,6 @@ def pytest_addoption(parser):
     parser.addoption("--course-record", help="course grade: append per-cell results to this file")
 
 
-def pytest_configure(config):
-    if config.getoption("course_record"):
-        _clip_diffs()
-
-
-def _clip_diffs() -> None:
-    """Cut both sides of an output mismatch before nbval diffs them: a diff of 100 MB never ends."""
-    from nbval.plugin import IPyNbCell
-
-    if getattr(IPyNbCell.format_output_compare, "_course_patched", False):
-        return
-    fmt = IPyNbCell.format_output_compare
-
-    def format_output_compare(self, key, left, right):
-        def cut(x):
-            return clip(x, 2000) if isinstance(x, str) else x
-
-        return fmt(self, key, cut(left), cut(right))
-
-    format_output_compare._course_patched = True
-    IPyNbCell.format_output_compare = format_output_compare
-
-
 def _stream(outputs, name: str) -> str:
     return "".join(
         o.get("text", "")
@@ -68,7 +45,6 @@ def cell_record(item, call) -> dict:
         "problem": clip(str(exc), 300) if exc is not None else "",
         "ename": errors[-1]["ename"] if errors else "",
         "evalue": clip(str(errors[-1]["evalue"]), 500) if errors else "",
-        "diff": clip("\n".join(getattr(item, "comparison_traceback", [])), 1500) if exc else "",
         "stdout": clip(_stream(outputs, "stdout")),
         "stderr": clip(_stream(outputs, "stderr"), 1500),
         "outputs": recordable(outputs),

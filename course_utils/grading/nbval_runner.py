@@ -143,9 +143,7 @@ def _kill_tree(proc: subprocess.Popen, token: str, group=None) -> None:
     proc.wait()
 
 
-def _pytest_command(
-    notebook: str, record: str, ini: str, cell_timeout: float, sanitize: str | None
-) -> list[str]:
+def _pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) -> list[str]:
     """pytest --nbval on `notebook`, with the record and kernel-watch plugins; paths as the run
     sees them."""
     cmd = [
@@ -172,36 +170,32 @@ def _pytest_command(
         f"--nbval-cell-timeout={cell_timeout:g}",
         "--course-record",
         record,
+        notebook,
     ]
-    if sanitize:
-        cmd += ["--nbval-sanitize-with", sanitize]
-    return cmd + [notebook]
+    return cmd
 
 
-def _unsandboxed(notebook: Path, limits: Limits, sanitize: str | None, private: Path, token: str):
-    """Command, environment and folder of a run as the grader's user."""
+def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str):
+    """Command and environment of a run as the grader's user."""
     (notebook.parent / "tmp").mkdir(exist_ok=True)
     cmd = _pytest_command(
         str(notebook),
         str(private / "cells.jsonl"),
         str(private / "pytest.ini"),
         limits.cell_timeout,
-        sanitize,
     )
-    return cmd, _environment(notebook.parent, token, limits.threads), private
+    return cmd, _environment(notebook.parent, token, limits.threads)
 
 
-def _sandboxed(notebook: Path, limits: Limits, sanitize: str | None, private: Path, token: str):
-    """Command, environment and folder of a run in the sandbox: the notebook, pytest.ini and the
-    sanitize file are shown read-only; the record file is the one host file it writes."""
+def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str):
+    """Command and environment of a run in the sandbox: the notebook and pytest.ini are shown
+    read-only; the record file is the one host file it writes."""
     home, run = sandbox.HOME, sandbox.RUN_DIR
     files = [
         (str(notebook), f"{home}/{notebook.name}"),
         (str(private / "pytest.ini"), f"{run}/pytest.ini"),
         *sandbox.identity_files(private),
     ]
-    if sanitize:
-        files.append((sanitize, f"{run}/sanitize.cfg"))
     read_only, links = sandbox.system_layout()
     layout = sandbox.Layout(
         read_only=tuple(read_only + sandbox.python_paths()),
@@ -223,13 +217,12 @@ def _sandboxed(notebook: Path, limits: Limits, sanitize: str | None, private: Pa
         f"{run}/cells.jsonl",
         f"{run}/pytest.ini",
         limits.cell_timeout,
-        f"{run}/sanitize.cfg" if sanitize else None,
     )
     cmd = sandbox.bwrap_command(layout, limit + pytest, sandbox.find_bwrap() or "bwrap")
-    return cmd, dict(os.environ, COURSE_GRADE_RUN=token), private
+    return cmd, dict(os.environ, COURSE_GRADE_RUN=token)
 
 
-def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> Run:
+def run_nbval(notebook: Path, limits: Limits) -> Run:
     """Run `pytest --nbval` on `notebook` within the limits; never raises.
 
     In the sandbox the notebook's folder is not visible: only the notebook file is.
@@ -238,14 +231,13 @@ def run_nbval(notebook: Path, limits: Limits, sanitize: Path | None = None) -> R
     record, log, token = private / "cells.jsonl", private / "pytest.log", uuid.uuid4().hex
     (private / "pytest.ini").write_text("[pytest]\n")
     record.touch()
-    rules = str(sanitize) if sanitize and sanitize.is_file() else None
     build = _sandboxed if limits.sandbox else _unsandboxed
     try:
         with sandbox.process_cap(limits.max_procs if limits.sandbox else 0) as group:
-            cmd, env, cwd = build(notebook, limits, rules, private, token)
+            cmd, env = build(notebook, limits, private, token)
             if group is not None:
                 cmd = group.enter_command() + cmd
-            timed_out, returncode = _run(cmd, env, cwd, log, token, limits, group)
+            timed_out, returncode = _run(cmd, env, private, log, token, limits, group)
         records = _read_records(record)
         text = log.read_bytes()[-LOG_TAIL:].decode("utf-8", errors="replace")
     finally:
