@@ -19,6 +19,7 @@ import re
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,23 +118,9 @@ def provoke(
 
 def provoke_all(faults: dict[str, dict], folder) -> dict[str, FailureRun]:
     """`provoke` each fault (name -> its keyword arguments) side by side, in threads."""
-    runs: dict[str, FailureRun] = {}
-    errors: list[BaseException] = []
-
-    def one(fault, kwargs):
-        try:
-            runs[fault] = provoke(fault, folder, **kwargs)
-        except BaseException as e:  # re-raised below, in the caller's thread
-            errors.append(e)
-
-    threads = [threading.Thread(target=one, args=item) for item in faults.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return {fault: runs[fault] for fault in faults}
+    with ThreadPoolExecutor(max_workers=max(1, len(faults))) as pool:
+        futures = {fault: pool.submit(provoke, fault, folder, **kw) for fault, kw in faults.items()}
+    return {fault: future.result() for fault, future in futures.items()}  # raises a failure
 
 
 def load_runs(folder) -> list[FailureRun]:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from course_utils.environment import env_int
+
 
 def flight_recorder_route() -> str:
     """What this PyTorch offers: where the recorder's dump comes from, detected, not assumed."""
@@ -40,7 +42,7 @@ def dump_flight_record(rank: int) -> Path | None:
     from torch._C import _distributed_c10d as c10d
 
     prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
-    recording = int(os.environ.get("TORCH_FR_BUFFER_SIZE", "0") or 0) > 0
+    recording = env_int("TORCH_FR_BUFFER_SIZE", default=0) > 0
     if not (prefix and recording and hasattr(c10d, "_dump_fr_trace")):
         return None
     path = Path(f"{prefix}{rank}")

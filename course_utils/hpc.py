@@ -42,11 +42,12 @@ def configure_threads(n: int | None = None) -> int:
 CPUS_PER_GPU = 4
 
 
-def loader_workers(device) -> int:
+def loader_workers(device, environ=None) -> int:
     """DataLoader workers for training on `device`, the documentation's rule: on a GPU, one per
     allocated CPU (they prepare batches while the GPU computes); on the CPU none, since workers
-    would compete with the computation for the same cores (lesson 02 measures it)."""
-    return allocated_cpus() if torch.device(device).type == "cuda" else 0
+    would compete with the computation for the same cores (lesson 02 measures it).
+    `environ` (default os.environ) holds the job's variables."""
+    return allocated_cpus(environ) if torch.device(device).type == "cuda" else 0
 
 
 def configure_interop_threads(n: int | None = None) -> int:

@@ -13,6 +13,7 @@ Every route computes the same two results; they differ only in how the work meet
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,19 +41,15 @@ def _forked(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> tuple[torch.Te
     return torch.jit.wait(future), y
 
 
-_SCRIPTED: dict = {}
-
-
+@functools.cache
 def scripted_fork() -> tuple[Callable[..., Pair], str]:
     """The fork/wait function compiled by TorchScript (once per process), and the deprecation
     warning that compiling gave, as one line ("" where this PyTorch gave none)."""
-    if not _SCRIPTED:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            function = torch.jit.script(_forked)
-        notes = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
-        _SCRIPTED.update(function=function, note=notes[0] if notes else "")
-    return _SCRIPTED["function"], _SCRIPTED["note"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        function = torch.jit.script(_forked)
+    notes = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    return function, notes[0] if notes else ""
 
 
 def forked(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> Pair:
@@ -61,14 +58,15 @@ def forked(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> Pair:
     return function(a, b, w)
 
 
-_POOL: list[ThreadPoolExecutor] = []
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """One worker thread per process, made on first use."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="interop")
 
 
 def threaded(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> Pair:
     """chain(a) and chain(b) at the same time, eager PyTorch's way: a second Python thread."""
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="interop"))
-    future = _POOL[0].submit(chain, a, w)
+    future = _pool().submit(chain, a, w)
     y = chain(b, w)
     return future.result(), y
 

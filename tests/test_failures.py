@@ -1,7 +1,7 @@
 """course_utils.failures: reading torchrun logs, batch-script rules, the environment patch.
 
 The logs are the course's recorded runs (real torchrun output with the truth the program
-wrote); provoking failures and forked ranks are in tests/integration/test_failures.py."""
+wrote); provoking failures and forked ranks are in tests/integration/test_failures_runs.py."""
 
 import json
 import os

@@ -1,6 +1,6 @@
 """course_utils.memory: the three steps give the big batch's gradients; snapshot summaries.
 
-Peak memory is measured in its own processes: tests/integration/test_failures.py."""
+Peak memory is measured in its own processes: tests/integration/test_failures_runs.py."""
 
 from course_utils import memory
 

@@ -46,3 +46,5 @@ def test_no_script_sets_its_own_worker_count(path):
 def test_loader_workers_rule(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "6")
     assert hpc.loader_workers("cuda") == 6 and hpc.loader_workers("cpu") == 0
+    job = {"SLURM_CPUS_PER_TASK": "12"}  # another job's variables, as the 02.4 checker passes
+    assert hpc.loader_workers("cuda:1", job) == 12 and hpc.loader_workers("cpu", job) == 0

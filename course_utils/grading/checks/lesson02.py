@@ -86,9 +86,8 @@ LOADER_CASES = [
 
 
 def _want_loader(device: torch.device, environ: dict) -> tuple[int, bool]:
-    if device.type != "cuda":
-        return 0, False  # the cores compute; pinned memory only speeds up copies to a GPU
-    return hpc.allocated_cpus(environ), True
+    # pinned memory only speeds up copies to a GPU
+    return hpc.loader_workers(device, environ), device.type == "cuda"
 
 
 @exercise("02.4", "DataLoader workers and pinned memory from the allocation")

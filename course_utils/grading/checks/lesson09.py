@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from course_utils import failures, sbatch
+from course_utils import failures, memory, sbatch
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 
 RECORDED_RUNS = Path(__file__).with_name("lesson09_runs")
@@ -128,7 +128,7 @@ def check_accumulate_gradients(accumulate_gradients):
         x, y = torch.randn(rows, 3, generator=g), torch.randn(rows, 2, generator=g)
         model, _ = _recording_model()
         nn.functional.mse_loss(model(x), y).backward()
-        want = [p.grad.clone() for p in model.parameters()]
+        want = memory.gradients(model)
         model, seen = _recording_model()
         call_answer(accumulate_gradients, model, x, y, micro_batches)
         what = f"{rows} rows in {micro_batches} micro-batches"
@@ -138,7 +138,7 @@ def check_accumulate_gradients(accumulate_gradients):
         expect(sum(seen) == rows, f"all {rows} rows used once", f"{sum(seen)} rows", what)
         grads = [p.grad for p in model.parameters()]
         expect(all(gr is not None for gr in grads), "a .grad on every parameter", "None", what)
-        worst = max(((a - b).abs().max() / b.abs().max()).item() for a, b in zip(grads, want))
+        worst = memory.max_relative_difference(grads, want)
         expect(worst < 1e-5, "the big batch's gradients (relative difference < 1e-5)",
                f"a relative difference of {worst:.2g}; weight each micro-batch's mean loss by "
                "its share of the rows (len(chunk) / len(inputs))", what)  # fmt: skip

@@ -1,6 +1,6 @@
 """Lesson 09 checkers: pass on the reference, fail with a useful message on known-wrong answers,
 and a stub is "not attempted". 09.2 runs answers on forked ranks, so its test is in
-tests/integration/test_failures.py."""
+tests/integration/test_failures_runs.py."""
 
 import json
 import re
