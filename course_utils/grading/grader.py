@@ -522,8 +522,8 @@ def check_sandbox(limits: Limits, hidden: list[Path]) -> None:
     folder in `hidden`; nothing to check with --no-sandbox."""
     if not limits.sandbox:
         return
-    read_only, _ = sandbox.system_layout()
-    sandbox.check_hidden(read_only + sandbox.python_paths(), hidden)
+    read_only, _ = sandbox.visible_paths()
+    sandbox.check_hidden(read_only, hidden)
     why = sandbox.problem(limits.max_procs)
     if why:
         raise ValueError(f"cannot grade in a sandbox: {why}")

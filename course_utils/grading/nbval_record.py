@@ -3,8 +3,8 @@
 Loaded with `pytest -p course_utils.grading.nbval_record --course-record FILE --nbval ...` in
 the grading subprocess, beside `course_utils.grading.kernel_watch` (a dead kernel fails its cell
 at once). Lines are appended as cells finish, so the grader keeps the results of the cells that
-ran even when it has to kill the run at the notebook's time limit. Each line carries the cell's
-outputs (`outputs.recordable`): the grader compares check cells with the reference outside the
+ran even when it has to kill the run at the notebook's time limit. A check cell's line carries
+its outputs (`outputs.recordable`): the grader compares check cells with the reference outside the
 sandbox. Texts are truncated: a submission that prints 100 MB must not make the record (or the
 grader's memory) 100 MB.
 """
@@ -17,6 +17,7 @@ import pytest
 
 from course_utils.grading.gradebook import clip
 from course_utils.grading.outputs import recordable
+from course_utils.grading.release import course_meta
 
 
 def pytest_addoption(parser):
@@ -47,7 +48,9 @@ def cell_record(item, call) -> dict:
         "evalue": clip(str(errors[-1]["evalue"]), 500) if errors else "",
         "stdout": clip(_stream(outputs, "stdout")),
         "stderr": clip(_stream(outputs, "stderr"), 1500),
-        "outputs": recordable(outputs),
+        # only check cells are compared with the reference: a learner cell's outputs would only
+        # fill the record (and could push later cells' lines past its size limit)
+        "outputs": recordable(outputs) if course_meta(item.cell).get("role") == "check" else [],
         "died": died,
         # nbval words every time limit it hits "Timeout of ..."; a dead kernel looks like one
         "timed_out": "Timeout of" in str(exc) and not died,

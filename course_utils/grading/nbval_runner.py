@@ -77,17 +77,12 @@ class Run:
 
 
 def _environment(work: Path, token: str, threads: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        HOME=str(work),
-        TMPDIR=str(work / "tmp"),
-        MPLBACKEND="Agg",
-        PYTHONDONTWRITEBYTECODE="1",
-        COURSE_GRADE_RUN=token,
-        OMP_NUM_THREADS=str(threads),
-        MKL_NUM_THREADS=str(threads),
-    )
-    return env
+    return {
+        **os.environ,
+        "HOME": str(work),
+        "TMPDIR": str(work / "tmp"),
+        **sandbox.run_variables(token, threads),
+    }
 
 
 def _victims(proc: subprocess.Popen, token: str) -> list:
@@ -196,9 +191,9 @@ def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str):
         (str(private / "pytest.ini"), f"{run}/pytest.ini"),
         *sandbox.identity_files(private),
     ]
-    read_only, links = sandbox.system_layout()
+    read_only, links = sandbox.visible_paths()
     layout = sandbox.Layout(
-        read_only=tuple(read_only + sandbox.python_paths()),
+        read_only=tuple(read_only),
         symlinks=tuple(links),
         files=tuple(files),
         writable=((str(private / "cells.jsonl"), f"{run}/cells.jsonl"),),

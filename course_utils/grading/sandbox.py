@@ -177,6 +177,12 @@ def python_paths(packages: Iterable[str] = RUN_PACKAGES) -> list[str]:
     return _outermost(paths)
 
 
+def visible_paths() -> tuple[list[str], list[tuple[str, str]]]:
+    """Everything a grading run shows: (read-only paths, system and Python's; symlinks)."""
+    read_only, links = system_layout()
+    return read_only + python_paths(), links
+
+
 def _sys_path_entry(package: str) -> str | None:
     """The sys.path folder `package` is imported from, or None when it is not installed."""
     try:
@@ -216,6 +222,18 @@ def check_hidden(read_only: Iterable[str], hidden: Iterable[str | os.PathLike]) 
                 )
 
 
+def run_variables(token: str, threads: int) -> dict[str, str]:
+    """What every grading run sets, in the sandbox or not: no display, no bytecode written into
+    the submission, the run's token (it finds the run's processes), thread pools sized."""
+    return {
+        "MPLBACKEND": "Agg",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "COURSE_GRADE_RUN": token,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+    }
+
+
 def sandbox_env(token: str, threads: int) -> dict[str, str]:
     """The whole environment inside the sandbox (bwrap clears everything else)."""
     return {
@@ -226,11 +244,7 @@ def sandbox_env(token: str, threads: int) -> dict[str, str]:
         "USER": "learner",
         "LOGNAME": "learner",
         "LANG": "C.UTF-8",
-        "MPLBACKEND": "Agg",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "COURSE_GRADE_RUN": token,
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
+        **run_variables(token, threads),
     }
 
 
@@ -395,8 +409,8 @@ def problem(max_procs: int, timeout: float = 60) -> str | None:
             "none is writable here: grade as an unprivileged user, mount the cgroup pids "
             "controller, or pass --max-procs 0 to grade without a process limit"
         )
-    read_only, links = system_layout()
-    layout = Layout(tuple(read_only + python_paths()), tuple(links), env=sandbox_env("probe", 1))
+    read_only, links = visible_paths()
+    layout = Layout(tuple(read_only), tuple(links), env=sandbox_env("probe", 1))
     command = limit_command(max_procs, 0, 0, 0, prlimit)
     command += [sys.executable, "-c", "import course_utils"]
     try:

@@ -99,8 +99,7 @@ def test_probe_fix_tells_a_refused_namespace_from_a_missing_path(said, admins):
 
 
 def test_the_real_whitelist_hides_the_course_and_the_home():
-    read_only, links = sandbox.system_layout()
-    visible = read_only + sandbox.python_paths()
+    visible, links = sandbox.visible_paths()
     assert str(PACKAGE_DIR) in visible
     assert str(REPO_ROOT) not in visible and "/" not in visible
     hidden = [REPO_ROOT / "solutions", REPO_ROOT / "notebooks", REPO_ROOT / "tests", Path.home()]
