@@ -363,6 +363,21 @@ def cmake_module_dir() -> Path:
     return cpp_source_dir() / "cmake"
 
 
+def cmake_version() -> str:
+    """The version of the cmake on PATH, e.g. "3.25.1" (from "cmake version 3.25.1")."""
+    if shutil.which("cmake") is None:
+        raise CppProgramError(f"cannot build C++ here: {toolchain_missing()}")
+    out = subprocess.run(["cmake", "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[2]
+
+
+def policy_floor(version: str) -> list[str]:
+    """CMake 4 refuses a project whose cmake_minimum_required is below 3.5 (the documentation's
+    example asks for 3.0); CMAKE_POLICY_VERSION_MINIMUM lets it configure. CMake 3 only warns,
+    and does not know the variable, so it gets nothing."""
+    return ["-DCMAKE_POLICY_VERSION_MINIMUM=3.5"] if int(version.split(".")[0]) >= 4 else []
+
+
 def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False) -> list[str]:
     """The cmake command that configures `source` in `folder` against this PyTorch's LibTorch."""
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -371,6 +386,7 @@ def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False
         f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
         f"-DCMAKE_MODULE_PATH={cmake_module_dir()}",
         f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}",
+        *policy_floor(cmake_version()),
     ]  # fmt: skip
 
 

@@ -71,6 +71,26 @@ def test_build_root_and_cpp_dir_follow_environment(tmp_path, monkeypatch):
         ex.cpp_source_dir()
 
 
+@pytest.mark.parametrize(
+    ("version", "flags"),
+    [
+        ("3.25.1", []),  # CMake 3 warns about cmake_minimum_required(VERSION 3.0) and goes on
+        ("4.0.0", ["-DCMAKE_POLICY_VERSION_MINIMUM=3.5"]),  # CMake 4 refuses it without this
+        ("4.1.2", ["-DCMAKE_POLICY_VERSION_MINIMUM=3.5"]),
+    ],
+)
+def test_policy_floor_only_for_cmake_4(version, flags):
+    assert ex.policy_floor(version) == flags
+
+
+def test_configure_command_passes_the_floor_to_cmake_4(tmp_path, monkeypatch):
+    monkeypatch.setattr(ex, "cmake_version", lambda: "4.0.3")
+    command = ex.configure_command(tmp_path, tmp_path / "build")
+    assert command[:2] == ["cmake", "-S"] and "-DCMAKE_POLICY_VERSION_MINIMUM=3.5" in command
+    monkeypatch.setattr(ex, "cmake_version", lambda: "3.31.6")
+    assert not any("POLICY" in arg for arg in ex.configure_command(tmp_path, tmp_path / "build"))
+
+
 def test_toolchain_missing_names_the_tool(monkeypatch):
     monkeypatch.setenv("PATH", "")
     assert "cmake not found" in ex.toolchain_missing()
