@@ -1,7 +1,9 @@
 """`course release`: write the student notebooks in notebooks/ from the solutions in solutions/.
 
 Cell metadata conventions (docs/conventions.md):
-    exercise cell: metadata["course"] = {"exercise": "04.2", "role": "exercise", "points": 1}
+    exercise cell: metadata["course"] = {"exercise": "04.2", "role": "exercise", "points": 1,
+                                         "does": "run"}
+    (`does` says what the learner does: one of DOES, defined in docs/conventions.md)
     check cell:    metadata["course"] = {"exercise": "04.2", "role": "check"}
 Solution code inside an exercise cell sits between `### BEGIN SOLUTION` and `### END SOLUTION`;
 the release replaces each such block with a stub raising NotImplementedError at the same indent,
@@ -21,6 +23,12 @@ from course_utils.files import atomic_write_text
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 NOTEBOOK_NAME = re.compile(r"^(?P<lesson>\d\d)_[a-z0-9_]+\.ipynb$")
+# What an exercise has the learner do (metadata["course"]["does"]):
+DOES = {
+    "code": "fill in a function",
+    "decide": "an HPC decision checked on paper",
+    "run": "starts, submits or measures something real, checked on its results",
+}
 
 
 class ReleaseError(ValueError):
@@ -142,6 +150,13 @@ def release_notebook(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
             ex_id = meta.get("exercise", "")
             if ex_id not in exercises:
                 raise ReleaseError(f"exercise cell names id {ex_id!r}, which no checker registers")
+            does = meta.get("does")
+            if does not in DOES:
+                kinds = ", ".join(f"{k!r} ({v})" for k, v in DOES.items())
+                raise ReleaseError(
+                    f"exercise {ex_id}: metadata course.does is {does!r}; say what the learner "
+                    f"does with one of {kinds}"
+                )
             if BEGIN not in cell.source:
                 raise ReleaseError(f"exercise {ex_id}: the cell has no {BEGIN} block to stub out")
             cell.source = stub_solution(cell.source, ex_id, exercises[ex_id].title)

@@ -44,10 +44,9 @@ def _notebook(*cells):
     return nbformat.v4.new_notebook(cells=list(cells))
 
 
-def _exercise_cell(ex_id, source):
-    return nbformat.v4.new_code_cell(
-        source, metadata={"course": {"exercise": ex_id, "role": "exercise", "points": 1}}
-    )
+def _exercise_cell(ex_id, source, does="code"):
+    meta = {"exercise": ex_id, "role": "exercise", "points": 1, "does": does}
+    return nbformat.v4.new_code_cell(source, metadata={"course": meta})
 
 
 def test_release_clears_outputs_and_stubs():
@@ -135,3 +134,24 @@ def test_check_detects_stale_and_orphan(tmp_path, capsys):
     assert release(solutions, notebooks, check_only=True) == 1
     out = capsys.readouterr().out
     assert f"stale: {target}" in out and "orphan:" in out and "99_old.ipynb" in out
+
+
+@pytest.mark.parametrize("does", [None, "fill", ""])
+def test_an_exercise_must_say_what_the_learner_does(does):
+    cell = _exercise_cell(
+        "01.1", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION"
+    )
+    if does is None:
+        del cell.metadata["course"]["does"]
+    else:
+        cell.metadata["course"]["does"] = does
+    with pytest.raises(ReleaseError, match=r"exercise 01.1: metadata course.does is .*'run'"):
+        release_notebook(_notebook(cell))
+
+
+@pytest.mark.parametrize("does", ["code", "decide", "run"])
+def test_each_kind_of_exercise_is_released(does):
+    source = "def f(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION"
+    student = release_notebook(_notebook(_exercise_cell("01.1", source, does)))
+    assert student.cells[0].metadata["course"]["does"] == does
+    assert "NotImplementedError" in student.cells[0].source
