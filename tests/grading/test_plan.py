@@ -102,7 +102,10 @@ def test_check_cells_come_from_the_release_with_a_fresh_check(lesson):
 
 
 def test_the_grading_notebook_carries_no_outputs(lesson):
-    plan = build_grading_notebook(lesson, solution())  # the solution has every output
+    """Not even when the release itself carried some (here: the solution, every output kept)."""
+    with_outputs = Lesson(lesson.lesson, solution(), lesson.reference)
+    assert any(c.get("outputs") for c in with_outputs.release.cells)
+    plan = build_grading_notebook(with_outputs, solution())
     for c in plan.notebook.cells:
         if c.cell_type == "code":
             assert c.outputs == [] and c.execution_count is None
