@@ -18,6 +18,8 @@ MiB, GiB = 2**20, 2**30
 
 @dataclass(frozen=True)
 class Limits:
+    """What bounds one run; the defaults below are `course grade`'s (`DEFAULTS`)."""
+
     timeout: float = 600  # seconds for the whole notebook, kernel start included
     cell_timeout: float = 120  # seconds per cell
     threads: int = 1  # OMP/MKL threads of each grading kernel
