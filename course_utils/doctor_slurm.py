@@ -198,8 +198,9 @@ def stale_launcher_finding(environ: Mapping[str, str]) -> Finding | None:
         "local launch",
         f"{shown}: a launcher's variables, set where this process started",
         WARN,
-        "torch.distributed here takes this process for that rank and waits for the others, and "
-        "what it launches inherits them. Fix: unset them where the server starts (unset "
+        "torch.distributed here takes this process for that rank and waits for the others; a "
+        "launch of your own from here inherits them (the course's launchers set them aside). "
+        "Fix: unset them where the server starts (unset "
         f"{' '.join(stale)}), or in the notebook: "
         f"for v in {tuple(stale)}: os.environ.pop(v, None)",
     )

@@ -113,7 +113,7 @@ def test_lesson_05_probe(monkeypatch):
         pass
 
     monkeypatch.setattr(torch.cpu, "Stream", Stream)
-    assert "torch.cpu.Stream has no record_event" in doctor_routes.fsdp2_on_cpu()
+    assert "(torch.cpu.Stream has no record_event)" in doctor_routes.fsdp2_on_cpu()
     Stream.record_event = lambda self: None
     assert doctor_routes.fsdp2_on_cpu() is None
 
