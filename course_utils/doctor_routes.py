@@ -79,8 +79,10 @@ def tf32_settings() -> str | None:
 
 def fsdp2_on_cpu() -> str | None:
     """Lesson 05: FSDP2 records events on the device's streams, the CPU's included (the check
-    jobs/fsdp_demo.py makes before it trains; a helper may not import a program)."""
-    if hasattr(torch.cpu, "Stream") and hasattr(torch.cpu.Stream, "record_event"):
+    jobs/fsdp_demo.py makes before it trains)."""
+    from course_utils.distributed import fsdp2_trains_on_cpu
+
+    if fsdp2_trains_on_cpu() is None:
         return None
     return (
         "FSDP2 shards but cannot train on the CPU here (torch.cpu.Stream has no record_event): "
