@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils import hpc
+from course_utils import hpc, processes
 
 Probe = Callable[[], dict[str, float]]
 SMI_QUERY = "utilization.gpu,memory.used"
@@ -75,8 +74,10 @@ def gpu_probe(index: int = 0, nvidia_smi: str = "nvidia-smi") -> Probe | None:
     command = [exe, f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits"]
 
     def smi_probe():
-        out = subprocess.run(command, capture_output=True, text=True, timeout=10, check=True)
-        return parse_smi(out.stdout, index)
+        done = processes.run(command, timeout=10)
+        if not done.ok:  # the Monitor records the error and keeps sampling
+            raise RuntimeError(f"nvidia-smi failed ({done.describe()}): {done.stderr.strip()}")
+        return parse_smi(done.stdout, index)
 
     return smi_probe
 

@@ -8,8 +8,9 @@ folder first, so an instructor's copy of solutions/ elsewhere works too.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from course_utils import processes
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
@@ -23,16 +24,19 @@ def repo_dir(name: str) -> Path:
     return here if here.is_dir() else REPO_ROOT / name
 
 
+def build_root() -> Path:
+    """The project's build folder (gitignored): env COURSE_BUILD_DIR, else build/ in the repo.
+    C++ programs, compiled packages and the inductor cache live under it."""
+    return Path(os.environ.get("COURSE_BUILD_DIR") or REPO_ROOT / "build")
+
+
 def commit() -> str:
     """The course's commit: env COURSE_COMMIT (for a copy without .git, such as a GPU node's),
     else the repository's short hash, else "unknown"."""
     if os.environ.get("COURSE_COMMIT"):
         return os.environ["COURSE_COMMIT"]
     try:
-        done = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=10,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
+        done = processes.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"], timeout=10)
+    except OSError:  # no git here
         return "unknown"
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+    return done.stdout.strip() if done.ok and done.stdout.strip() else "unknown"
