@@ -32,7 +32,7 @@ def cmd_data(args) -> int:
         print(f"CIFAR-10 downloaded and verified in {folder}")
         return 0
     if args.action == "synthetic":
-        from course_utils.cifar_standin import write_standin
+        from course_utils.synthetic import write_standin
 
         folder = write_standin(data.data_root(args.root), args.train_size, args.test_size)
         print(

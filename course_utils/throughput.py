@@ -61,7 +61,7 @@ class Recipe:
         return {k: v for k, v in vars(self).items() if getattr(base, k) != v}
 
 
-NAIVE = Recipe()  # course_utils/jobs/train_cifar.py as written: batch 128, num_workers=0, no pinning
+NAIVE = Recipe()  # jobs/train_cifar.py as written: batch 128, num_workers=0, no pinning
 
 
 class MemoryLoader:

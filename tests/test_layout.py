@@ -65,3 +65,55 @@ def test_test_files_have_unique_names():
 
     names = Counter(p.name for p in (PACKAGE_DIR.parent / "tests").rglob("test_*.py"))
     assert [n for n, count in names.items() if count > 1] == []
+
+
+def _module_name(path) -> str:
+    parts = ["course_utils", *path.relative_to(PACKAGE_DIR).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """{module: the course_utils modules it imports}, a lazy import inside a function too.
+    `from course_utils.grading import checks` imports the module checks, not the package."""
+    modules = {_module_name(p): p for p in MODULES}
+
+    def resolve(name: str) -> str:  # course_utils.data.SyntheticCIFAR10 -> course_utils.data
+        while name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            targets |= {resolve(f) for f in found if f.startswith("course_utils")}
+        graph[name] = targets - {name}
+    return graph
+
+
+def _cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path start -> ... -> start, or None (depth-first search)."""
+    stack, seen = [(start, [start])], set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in graph[node]:
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
+
+
+def test_no_import_circles():
+    """A circle (data <-> cifar_standin, hidden by lazy imports) makes two modules one: neither
+    can be read, tested or changed alone."""
+    graph = _import_graph()
+    circles = [c for name in sorted(graph) if (c := _cycle_through(graph, name))]
+    assert circles == [], f"import circles: {[' -> '.join(c) for c in circles]}"
