@@ -3,6 +3,8 @@
 The course runs from a checkout (`pip install -e .`), so the repository is the folder above the
 package. Commands that take a folder (`course release`, `course check`) look in the current
 folder first, so an instructor's copy of solutions/ elsewhere works too.
+No lesson teaches it: it is the course's plumbing. Lessons see its `commit` in the labels of
+reference results (lessons 03, 04 and 08).
 """
 
 from __future__ import annotations

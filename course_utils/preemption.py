@@ -3,7 +3,7 @@
 Slurm warns a job before its time limit (`#SBATCH --signal=B:USR1@120`) and sends SIGTERM when it
 preempts or cancels it. A signal handler must not save a checkpoint itself (it can interrupt the
 optimizer halfway through a step); it only sets a flag, and the training loop checks the flag
-between steps, saves a consistent checkpoint, requeues the job and exits.
+between steps, saves a consistent checkpoint, requeues the job and exits. Taught in lesson 06.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 from course_utils import distributed, models
+from course_utils.checkpoint import atomic_torch_save
 from course_utils.data import SyntheticCIFAR10
 from course_utils.device import local_device
 
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
     train(model, dataset, args.batch_size, args.lr, args.steps, device)
     distributed.print_line(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}")
     if args.save and distributed.is_main_process():
-        torch.save(model.state_dict(), args.save)
+        atomic_torch_save(model.state_dict(), args.save)
     distributed.barrier()
     distributed.cleanup()
     return 0

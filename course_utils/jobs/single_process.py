@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from course_utils import models
+from course_utils.checkpoint import atomic_torch_save
 from course_utils.data import SyntheticCIFAR10
 from course_utils.device import pick_device
 
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
     train(model, dataset, args.batch_size, args.lr, args.steps, device)
     print(f"parameter checksum {models.parameter_hash(model)}")
     if args.save:
-        torch.save(model.state_dict(), args.save)
+        atomic_torch_save(model.state_dict(), args.save)
     return 0
 
 
