@@ -20,4 +20,4 @@ course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^
 source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 
-srun course grade "$@" -j "$((SLURM_CPUS_PER_TASK / 2))" --timeout 600 --cell-timeout 120
+srun -c "$SLURM_CPUS_PER_TASK" course grade "$@" -j "$((SLURM_CPUS_PER_TASK / 2))" --timeout 600 --cell-timeout 120

@@ -1,6 +1,25 @@
-"""course_utils.paths: the repository's folders and the course's commit (git answered here)."""
+"""course_utils.paths: the course's own files, found through the installed package; the build
+folder; the course's commit (git answered here)."""
+
+import pytest
 
 from course_utils import paths, processes
+
+
+def test_course_files_are_found_from_any_folder(tmp_path, monkeypatch):
+    # a hub's copy of notebooks/ in a learner's home: no ../slurm there
+    monkeypatch.chdir(tmp_path)
+    script = paths.course_file("slurm/ddp_srun.sh")
+    assert script == paths.REPO_ROOT / "slurm" / "ddp_srun.sh"
+    assert script.read_text().startswith("#!/bin/bash")
+
+
+def test_a_missing_course_file_names_the_install_that_keeps_them(monkeypatch, tmp_path):
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)
+    with pytest.raises(
+        FileNotFoundError, match=r"slurm/ddp_srun.sh is not in the course .*pip install -e"
+    ):
+        paths.course_file("slurm/ddp_srun.sh")
 
 
 def test_commit_reads_git_and_an_override_wins(fake_commands, monkeypatch):
