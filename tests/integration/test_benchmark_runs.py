@@ -24,38 +24,17 @@ def test_ddp_scaling_one_vs_two_processes(tmp_path):
     assert r["scaling_efficiency"] == pytest.approx(two / (2 * one))
 
 
-def test_train_throughput_measured(tmp_path, capsys):
-    out = tmp_path / "t.json"
-    args = [
-        "--device",
-        "cpu",
-        "--images",
-        "64",
-        "--repeats",
-        "1",
-        "--dataset-size",
-        "256",
-        "--batch-sizes",
-        "64",
-        "--compile",
-        "no",
-        "--pairs",
-        "1",
-        "--out",
-        str(out),
-    ]
-    assert train_throughput.main(args) == 0
-    r = _read(out)
-    assert r["torch"] == torch.__version__
-    assert r["benchmark"] == "train_throughput" and r["device_type"] == "cpu"
-    assert r["steps"][0]["step"] == "baseline (documentation script)"
+def test_train_throughput_measured_for_real():
+    """Every tuning step measured on this CPU, DataLoader workers (processes) included; the
+    command line and the saved file are tested with injected rates in tests/test_benchmarks.py."""
+    r = train_throughput.run(
+        torch.device("cpu"), images=64, repeats=1, compile=False, batch_sizes=(64,),
+        dataset_size=256, pairs=1,
+    )  # fmt: skip
+    assert r["torch"] == torch.__version__ and r["device_type"] == "cpu"
     measured = [s for s in r["steps"] if s["images_per_second"] is not None]
-    assert len(measured) >= 5 and all(s["images_per_second"] > 0 for s in measured)
-    assert [s["step"] for s in r["steps"] if s["images_per_second"] is None] == [
-        "pinned memory, non_blocking",
-        "TF32 and cudnn.benchmark",
-    ]
+    names = [s["step"] for s in measured]  # pinned memory and TF32 need a GPU: skipped
+    assert len(names) == 6 and names[2].endswith("DataLoader workers"), names
+    assert all(s["images_per_second"] > 0 for s in measured)
     naive, tuned = r["naive_images_per_second"], r["tuned_images_per_second"]
-    assert r["speedup"] == pytest.approx(tuned / naive)
-    assert r["naive_recipe"]["batch_size"] == 128 and not r["settings"]["compile"]
-    assert "side by side" in capsys.readouterr().out
+    assert naive > 0 and tuned > 0 and r["speedup"] == pytest.approx(tuned / naive)
