@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from course_utils.environment import env_int
+from course_utils.files import atomic_write
 
 
 def gloo_dump_available() -> bool:
@@ -58,7 +59,7 @@ def dump_flight_record(rank: int) -> Path | None:
         record = c10d._dump_fr_trace(includeStackTraces=False)
     except TypeError:  # a PyTorch whose dump takes no options
         record = c10d._dump_fr_trace()
-    path.write_bytes(record)
+    atomic_write(path, lambda f: f.write(record))
     return path
 
 
@@ -121,7 +122,7 @@ def _with_group_named(folder, world_size: int) -> Path:
         group = dump["entries"][0]["process_group"] if dump["entries"] else ("0", "default_pg")
         ranks = str(list(range(world_size)))
         dump["pg_config"] = {group[0]: {"name": group[0], "desc": group[1], "ranks": ranks}}
-        (repaired / path.name).write_bytes(pickle.dumps(dump))
+        atomic_write(repaired / path.name, lambda f, dump=dump: pickle.dump(dump, f))
     return repaired
 
 
