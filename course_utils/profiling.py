@@ -65,3 +65,50 @@ def busiest(events: list[dict], top: int = 5) -> list[tuple[str, float]]:
     for e in events:
         total[e["name"]] += float(e["dur"])
     return total.most_common(top)
+
+
+def operator_self_times(events: list[dict]) -> Counter:
+    """Self time in microseconds per operator name, from a trace's events (`read_trace`).
+
+    An operator's self time is its duration less that of the operators it calls (its direct
+    children on the same thread): what `key_averages()` reports as self CPU time, but read from
+    the exported trace. Only operator events count ("cat": "cpu_op"); annotations do not.
+    """
+    ops = sorted(
+        (e for e in events if e.get("cat") == "cpu_op"),
+        key=lambda e: (e.get("pid"), e.get("tid"), float(e["ts"]), -float(e["dur"])),
+    )
+    own: Counter = Counter()
+    stack: list[tuple[tuple, float, str]] = []  # (thread, end time, name) of open operators
+    for e in ops:
+        thread, start, dur = (e.get("pid"), e.get("tid")), float(e["ts"]), float(e["dur"])
+        while stack and (stack[-1][0] != thread or stack[-1][1] <= start):
+            stack.pop()
+        if stack:
+            own[stack[-1][2]] -= dur  # the parent's time spent in this child is not its own
+        own[e["name"]] += dur
+        stack.append((thread, start + dur, e["name"]))
+    return own
+
+
+_DTYPES = {
+    "float": "float32",
+    "c10::BFloat16": "bfloat16",
+    "c10::Half": "float16",
+    "double": "float64",
+}
+
+
+def dtypes_by_operator(events: list[dict]) -> dict[str, set[str]]:
+    """The floating-point dtypes each operator's tensor inputs had, per call, from a trace
+    recorded with shapes (`profile_call` records them): {"aten::addmm": {"bfloat16"}, ...}.
+
+    A call whose inputs mix dtypes counts as "mixed" (under autocast, the outer dispatch of an
+    op still sees float32 weights; the call it makes after casting sees bfloat16 only).
+    """
+    found: dict[str, set[str]] = {}
+    for e in events:
+        kinds = {_DTYPES[t] for t in e.get("args", {}).get("Input type", []) if t in _DTYPES}
+        if e.get("cat") == "cpu_op" and kinds:
+            found.setdefault(e["name"], set()).add(kinds.pop() if len(kinds) == 1 else "mixed")
+    return found

@@ -1,5 +1,7 @@
 """The toy asynchronous device and the stream recorder behave like the rules they model."""
 
+import re
+
 import pytest
 import torch
 
@@ -8,6 +10,7 @@ from course_utils.async_model import (
     SimulatedTrainStep,
     StreamRecorder,
     stream_hazards,
+    timing_problems,
 )
 
 
@@ -50,6 +53,89 @@ def test_train_step_pays_its_first_call_once_and_pipelines_with_the_device():
     assert dev.clock() == pytest.approx(0.501 + 0.030)
 
 
+def test_the_log_records_launches_waits_and_readings():
+    dev = SimulatedDevice(launch_overhead=0.5)
+    dev.launch(2.0, "matmul")
+    dev.clock()
+    dev.synchronize()
+    assert dev.log == [("launch", "matmul", 0.5, 0.5, 2.5), ("clock", 0.5, 2.5), ("sync", 2.5)]
+
+
+def test_events_time_the_device_and_need_a_wait_before_elapsed_time():
+    dev = SimulatedDevice(launch_overhead=0.0)
+    dev.launch(1.0, "earlier")  # the start event is reached only when this is done
+    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+    start.record()
+    dev.launch(0.25, "matmul")
+    end.record()
+    with pytest.raises(RuntimeError, match="device not ready.*end.synchronize"):
+        start.elapsed_time(end)
+    end.synchronize()
+    assert start.elapsed_time(end) == pytest.approx(250.0)  # milliseconds, as CUDA's
+    assert dev.clock() == pytest.approx(1.25)
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        dev.Event().elapsed_time(end)
+
+
+def _timed(measure):
+    """A device with 1 s of earlier work queued, `measure(dev, kernel)`'s result, the log."""
+    dev = SimulatedDevice(launch_overhead=1e-3)
+    dev.launch(1.0, "earlier")
+    seconds = measure(dev, dev.kernel(0.25, "matmul"))
+    return timing_problems(dev.log, seconds, "matmul")
+
+
+def _synced(dev, kernel):
+    dev.synchronize()
+    start = dev.clock()
+    kernel()
+    dev.synchronize()
+    return dev.clock() - start
+
+
+def _naive(dev, kernel):
+    start = dev.clock()
+    kernel()
+    return dev.clock() - start
+
+
+def _no_first_sync(dev, kernel):
+    start = dev.clock()
+    kernel()
+    dev.synchronize()
+    return dev.clock() - start
+
+
+def _events(dev, kernel, scale=1e-3):
+    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+    start.record()
+    kernel()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * scale
+
+
+def test_timing_problems_accepts_synchronized_clocks_and_events():
+    assert _timed(_synced) == []
+    assert _timed(_events) == []
+
+
+@pytest.mark.parametrize(
+    ("measure", "problem"),
+    [
+        (_naive, r"clock stopped 1.25 s before matmul's device work ended: synchronize"),
+        (_no_first_sync, r"still busy with earlier work .*\(1 s of it were counted\)"),
+        (lambda dev, k: _events(dev, k, scale=1), r"elapsed_time\(\) returns milliseconds"),
+        (lambda dev, k: (k(), 0.25)[1], r"0.25 is no interval this device recorded"),
+        (lambda dev, k: (dev.clock(), dev.clock())[1], r"matmul was never launched"),
+        (lambda dev, k: _synced(dev, lambda: (k(), k())), r"2 calls of matmul between"),
+    ],
+)
+def test_timing_problems_names_what_went_wrong(measure, problem):
+    problems = _timed(measure)
+    assert len(problems) == 1 and re.search(problem, problems[0]), problems
+
+
 def test_recorder_logs_what_each_stream_made_and_read():
     cuda = StreamRecorder()
     a = cuda.track(torch.ones(3))
@@ -80,27 +166,54 @@ def test_in_place_ops_keep_the_label_and_move_the_producer():
     assert any(h.startswith("the default stream may read buffer before the side") for h in hazards)
 
 
-def _run(body):
+def _run(body, result_read_on="default"):
     cuda = StreamRecorder()
     a, s = cuda.track(torch.ones(4)), cuda.Stream()
     body(cuda, a, s)
-    return stream_hazards(cuda.log)
+    return stream_hazards(cuda.log, result_read_on=result_read_on)
 
 
-def test_hazards_of_the_notes_incorrect_example_and_its_fix():
-    def racing(cuda, a, s):
-        with cuda.stream(s):
-            torch.sum(a)
+def racing(cuda, a, s):  # the CUDA notes' incorrect example
+    with cuda.stream(s):
+        torch.sum(a)
 
-    def fixed(cuda, a, s):
-        s.wait_stream(cuda.default_stream())
-        with cuda.stream(s):
-            torch.sum(a)
-        a.record_stream(s)
-        cuda.current_stream().wait_stream(s)
 
-    assert len(_run(racing)) == 3
-    assert _run(fixed) == []
+def notes_fix(cuda, a, s):  # later versions of the notes: A is safe; B is not used after
+    s.wait_stream(cuda.default_stream())
+    with cuda.stream(s):
+        torch.sum(a)
+    a.record_stream(s)
+
+
+def returned_to_the_caller(cuda, a, s):  # B made on s, then used on the caller's stream
+    notes_fix(cuda, a, s)
+    with cuda.stream(s):
+        b = torch.sum(a)
+    b.record_stream(cuda.current_stream())
+    cuda.current_stream().wait_stream(s)
+
+
+def test_the_notes_incorrect_example_races_on_a_and_on_the_result():
+    hazards = _run(racing)
+    assert [h.split(":")[1].strip() for h in hazards] == [
+        "call s.wait_stream(cuda.current_stream()) before the side-stream work",
+        "call A.record_stream(s)",
+        "call cuda.current_stream().wait_stream(s) before the default-stream work",
+        "call .record_stream(cuda.current_stream()) on the sum result",
+    ]
+
+
+def test_the_notes_fix_is_safe_when_the_caller_uses_nothing():
+    assert _run(notes_fix, result_read_on=None) == []
+    assert _run(racing, result_read_on=None)[1:] == ["A may be freed and its memory reused "
+                                                      "while the side stream still reads it: "
+                                                      "call A.record_stream(s)"]  # fmt: skip
+
+
+def test_a_result_used_on_the_callers_stream_needs_a_wait_and_its_own_record_stream():
+    assert _run(returned_to_the_caller) == []
+    hazards = _run(notes_fix)  # waits for nothing and records nothing for the result
+    assert len(hazards) == 2 and "record_stream(cuda.current_stream())" in hazards[1]
 
 
 def test_waiting_the_wrong_way_round_is_still_a_race():
@@ -163,4 +276,9 @@ def test_a_host_synchronize_after_the_read_also_keeps_the_memory():
             torch.sum(a)
         s.synchronize()  # the host waits for the side stream: a can be freed afterwards
 
-    assert _run(synchronized_on_the_host) == []
+    assert _run(synchronized_on_the_host, result_read_on=None) == []
+    # The caller's later use of the result is queued after the host wait: it needs its own.
+    assert _run(synchronized_on_the_host) == [
+        "the sum result may be freed and its memory reused while the default stream still "
+        "reads it: call .record_stream(cuda.current_stream()) on the sum result"
+    ]
