@@ -1,4 +1,6 @@
-"""torch.profiler made quiet and readable: profile a call, export its trace, read the trace back."""
+"""torch.profiler made quiet and readable: profile a call, export its trace, read the trace back
+(lesson 03), with each operator's self time (`operator_self_times`, lesson 03) and the dtypes
+its inputs had (`dtypes_by_operator`: what ran in bfloat16 under autocast, lesson 04)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@
      still busy with earlier work, and reads the device's own log of that run: which clock
      readings or events the figure came from, what was queued, what had finished
      (`timing_problems`). The lesson's gated cell runs the same function on a real GPU.
-03.2 runs the learner's side-stream code against a recording stand-in for torch.cuda, then uses
-     the result on the caller's stream, and names every missing wait or record_stream.
+03.2 runs the learner's side-stream code against a recording stand-in for torch.cuda
+     (course_utils.stream_model), then uses the result on the caller's stream, and names every
+     missing wait or record_stream.
 03.3 runs the learner's throughput measurement on two simulated training loops and reads the
      order of its steps, waits and clock readings; compares with timing.images_per_second.
 03.4 runs the learner's profiling of a real training step (the lesson's Net, on this CPU) and
@@ -20,16 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from course_utils import timing
-from course_utils.async_model import (
-    SimulatedDevice,
-    SimulatedTrainStep,
-    StreamRecorder,
-    stream_hazards,
-    timing_problems,
-)
+from course_utils.async_model import SimulatedDevice, SimulatedTrainStep, timing_problems
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 from course_utils.models import Net
 from course_utils.profiling import operator_self_times, read_trace
+from course_utils.stream_model import StreamRecorder, stream_hazards
 
 _WORK, _EARLIER = 0.25, 1.0  # seconds of simulated device work: the call, and work queued before
 _DEVICES = (("an idle simulated GPU", 0.0), ("a simulated GPU busy with earlier work", _EARLIER))
