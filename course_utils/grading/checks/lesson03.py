@@ -167,7 +167,8 @@ def check_images_per_second(images_per_second):
             )
     return (
         "warm-up untimed, the clock read on an idle device and after the last step finished, "
-        "no waits inside the loop, images of the timed batches (device- and host-bound loops)"
+        "no waits inside the loop, images of the timed batches (simulated device- and host-bound "
+        "loops)"
     )
 
 
@@ -218,4 +219,7 @@ def check_most_expensive_operator(most_expensive_operator):
         f"{got!r}, with {own[got] / most:.0%} of that: rank by self time (an operator's own "
         "work), not total time (which includes the operators it calls)",
     )
-    return "the operator with the largest self time, in the trace your profiling exported"
+    return (
+        "the operator with the largest self time in the trace your profiling exported (a "
+        "training step of Net, on the CPU)"
+    )

@@ -123,8 +123,8 @@ def check_error_against_n(error_against_n):
             mode,
         )
     return (
-        "your tf32 and bf16 errors at n = 64 to 512 agree with the check's own measurements, "
-        "and each exponent is fitted to your measurements"
+        "your tf32 and bf16 errors at n = 64 to 512 agree with the check's own measurements on "
+        "this CPU, and each exponent is fitted to your measurements"
     )
 
 
