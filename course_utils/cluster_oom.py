@@ -248,4 +248,6 @@ def for_lesson(folder, step_timeout: float = 90) -> ClusterRuns:
     if stuck:
         why = f"job {job} could not run {', '.join(stuck)} as a step of its own"
         return ClusterRuns(found.runs, f"{why}, so this is the run {found.source}")
-    return ClusterRuns(runs, f"run now, as steps of job {job}")
+    recorded_only = {n: r for n, r in found.runs.items() if n not in runs}  # never as a step
+    source = f"run now, as steps of job {job}; {', '.join(recorded_only)}: the run {found.source}"
+    return ClusterRuns({**runs, **recorded_only}, source)

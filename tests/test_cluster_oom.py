@@ -77,7 +77,11 @@ def test_for_lesson_in_a_job_runs_steps_and_falls_back_where_none_can_start(monk
     ran = {"copies": cluster_oom.JobRun("copies", "srun ...", 1, "", "task 0: Out Of Memory")}
     monkeypatch.setattr(cluster_oom, "run_in_job", lambda folder, timeout: ran)
     found = cluster_oom.for_lesson(tmp_path)
-    assert found.source == "run now, as steps of job 4242" and found.runs is ran
+    assert found.source.startswith(
+        "run now, as steps of job 4242; shares, one worker, more memory, no srun: the run "
+        "recorded on "
+    )
+    assert found.runs["copies"] is ran["copies"] and found.runs["no srun"].exit_code == 1
     ran["shares"] = cluster_oom.JobRun("shares", "srun ...", None, "", "")  # never started
     found = cluster_oom.for_lesson(tmp_path)
     assert found.source.startswith(
