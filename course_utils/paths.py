@@ -47,6 +47,18 @@ def course_file(relative: str) -> Path:
     return path
 
 
+def shown(path: str | os.PathLike) -> str:
+    """`path` as a learner reads it in an output: relative to the course when inside it
+    (`build/cpp`), else under `~` when in the home folder, else as it is."""
+    path = Path(path)
+    for root, prefix in ((REPO_ROOT, ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(path.resolve().relative_to(root.resolve()))
+        except ValueError:
+            continue
+    return str(path)
+
+
 def commit() -> str:
     """The course's commit: env COURSE_COMMIT (for a copy without .git, such as a GPU node's),
     else the repository's short hash, else "unknown"."""

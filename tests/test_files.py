@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from course_utils import files
@@ -23,3 +25,16 @@ def test_failed_write_keeps_old_file_and_no_temp(tmp_path):
         files.atomic_write(target, crash)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+def test_atomic_write_fsyncs_the_file_and_then_its_folder(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.path.isdir(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    files.atomic_write_text(tmp_path / "ckpt.txt", "x")
+    assert synced == [False, True]  # the data first, then the rename, through the folder

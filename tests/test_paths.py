@@ -49,3 +49,10 @@ def test_build_root_follows_the_environment(tmp_path, monkeypatch):
     assert paths.build_root() == paths.REPO_ROOT / "build"
     monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
     assert paths.build_root() == tmp_path
+
+
+def test_shown_paths_are_relative_to_the_course_or_home(tmp_path, monkeypatch):
+    assert paths.shown(paths.REPO_ROOT / "build" / "cpp") == "build/cpp"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert paths.shown(tmp_path / "course" / "build") == "~/course/build"
+    assert paths.shown("/elsewhere/build") == "/elsewhere/build"
