@@ -38,3 +38,13 @@ def test_atomic_write_fsyncs_the_file_and_then_its_folder(tmp_path, monkeypatch)
     monkeypatch.setattr(os, "fsync", fsync)
     files.atomic_write_text(tmp_path / "ckpt.txt", "x")
     assert synced == [False, True]  # the data first, then the rename, through the folder
+
+
+def test_write_text_if_changed_leaves_an_identical_file_untouched(tmp_path):
+    source = tmp_path / "predict.cpp"
+    assert files.write_text_if_changed(source, "int main() {}\n")
+    os.utime(source, (1, 1))
+    assert not files.write_text_if_changed(source, "int main() {}\n")
+    assert source.stat().st_mtime == 1  # a build would not recompile it
+    assert files.write_text_if_changed(source, "int main() { return 0; }\n")
+    assert source.read_text() == "int main() { return 0; }\n"

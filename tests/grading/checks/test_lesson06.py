@@ -104,7 +104,9 @@ def preempt_and_resume(folder):  # the answer, with both runs in this process
 def test_preempt_and_resume_passes_on_records_of_a_signalled_then_resumed_run():
     result = run_check("06.4", preempt_and_resume)
     assert result.passed, result.message
-    assert result.message.startswith("stopped by SIGUSR1 at step 5 locally (no Slurm here)")
+    assert result.message == (
+        "stopped by SIGUSR1 locally (no Slurm here), saved, and resumed from that step exactly"
+    )
 
 
 def test_preempt_and_resume_fails_without_a_signal_or_without_a_resume():
