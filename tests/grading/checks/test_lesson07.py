@@ -7,24 +7,18 @@ import re
 
 import pytest
 
+from course_utils import doctor
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
 
 
 def diagnose(capability, archs, built_with, driver):
-    gpu = capability[0] * 10 + capability[1]
-    ptx_needs_driver = False
-    for arch in archs:
-        kind, _, number = arch.partition("_")
-        specific = number.endswith("a")
-        number = int(number.rstrip("a"))
-        if kind == "sm" and (number == gpu if specific else number // 10 == capability[0]
-                             and number <= gpu):  # fmt: skip
-            return "runs"
-        if kind == "compute" and number <= gpu:
-            if tuple(driver) >= tuple(built_with):
-                return "runs"
-            ptx_needs_driver = True
-    return "update the driver" if ptx_needs_driver else "rebuild for the GPU"
+    """The reference answer, with the doctor's architecture rule (`course doctor` uses it):
+    cubins first, then PTX, whose ISA version the driver must know (the CUDA that made it)."""
+    if doctor.arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
+        return "runs"
+    if doctor.arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
+        return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
+    return "rebuild for the GPU"
 
 
 def ignores_the_driver(capability, archs, built_with, driver):
