@@ -17,7 +17,12 @@ from course_utils.paths import build_root
 
 
 def _toolchain() -> None:
+    """Say why C++ cannot be built here (a missing tool, no course sources), as a failed check."""
     missing = cpp.toolchain_missing()
+    try:
+        cpp.cpp_source_dir()
+    except ValueError as e:
+        missing = missing or str(e)
     if missing:
         raise CheckFailed(f"this check builds and runs C++, but {missing}")
 

@@ -60,3 +60,9 @@ def test_own_program_must_be_a_built_file(tmp_path):
 @pytest.mark.parametrize("exercise_id", ["07.1", "07.2", "07.3"])
 def test_stubs_are_not_attempted(exercise_id):
     assert run_check(exercise_id, stub).verdict == NOT_ATTEMPTED
+
+
+def test_a_missing_compiler_is_named(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda tool: None)
+    built = run_check("07.2", lambda project: project)
+    assert built.message.startswith("this check builds and runs C++, but cmake not found on PATH")
