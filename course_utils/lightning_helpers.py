@@ -78,9 +78,12 @@ def atomic_save_route() -> dict[str, object]:
     """How the installed Lightning saves a checkpoint, read from its source (lesson 06):
     `_atomic_save` writes through fsspec, whose local files in a transaction are temporary
     files from `tempfile.mkstemp()` (the system temp folder), moved on commit."""
-    import lightning
-    from fsspec.implementations.local import LocalFileOpener
-    from lightning.fabric.utilities import cloud_io
+    try:
+        import lightning
+        from fsspec.implementations.local import LocalFileOpener
+        from lightning.fabric.utilities import cloud_io
+    except ImportError as e:
+        return {"lightning": f"not installed here ({e}); pip install -r requirements.txt"}
 
     save = inspect.getsource(cloud_io._atomic_save)
     opener = inspect.getsource(LocalFileOpener)
