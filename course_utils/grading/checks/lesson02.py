@@ -84,7 +84,7 @@ def verify_thread_rates(rates, calls, allocated: int, restored: int, batch_size:
             "a figure the step's own clock does not support",
             what,
         )
-    return f"1 to {allocated} threads measured on the step, within the allocation"
+    return "every thread count from 1 to the allocated CPUs measured on the step"
 
 
 @exercise("02.2", "measure the training step's throughput at each thread count you were given")
@@ -139,7 +139,7 @@ def verify_loader_rates(rates, reads: list[int], images: int, allocated: int, se
     expect(len([r for r in rates.values() if isinstance(r, (int, float)) and r > 0]) == len(rates)
            and passes <= seconds * 1.05, "rates of images / seconds per pass, as measured",
            "figures faster than the run that made them", what)  # fmt: skip
-    return f"0 to {workers} workers measured, within the allocation"
+    return "0 workers up to the allocated CPUs measured, each reading the whole data set"
 
 
 @exercise("02.3", "choose num_workers by measuring loader throughput within your CPUs")
