@@ -42,6 +42,8 @@ def filesystem(path: str | os.PathLike) -> str:
     """The type of the filesystem `path` lives on (ext4, nfs, lustre, gpfs, tmpfs...)."""
     best, kind = "", "unknown"
     target = os.path.realpath(path)
+    if not os.path.exists("/proc/mounts"):  # not Linux: no mount table to read
+        return kind
     with open("/proc/mounts", encoding="utf-8") as mounts:
         for line in mounts:
             parts = line.split()
@@ -51,7 +53,11 @@ def filesystem(path: str | os.PathLike) -> str:
 
 
 def evict(root: str | os.PathLike) -> int:
-    """Ask the kernel to drop the cached pages of every file under `root`; return their bytes."""
+    """Ask the kernel to drop the cached pages of every file under `root`; return their bytes.
+
+    Returns 0 where the system has no posix_fadvise (macOS): nothing was dropped there."""
+    if not hasattr(os, "posix_fadvise"):
+        return 0
     total = 0
     for folder, _, names in os.walk(root):
         for name in names:
