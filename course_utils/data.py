@@ -1,5 +1,6 @@
 """CIFAR-10 from a data folder, or a deterministic synthetic stand-in of the same shapes, and
-seeded DataLoaders (lesson 02; the stand-in itself is `course_utils.synthetic`).
+seeded DataLoaders and their throughput per worker count (lesson 02; the stand-in itself is
+`course_utils.synthetic`).
 
 Compute nodes usually cannot reach the internet, so nothing here downloads on its own:
 `course data fetch` downloads and verifies CIFAR-10 on a login node, into COURSE_DATA.
@@ -8,12 +9,13 @@ Compute nodes usually cannot reach the internet, so nothing here downloads on it
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from course_utils import synthetic
+from course_utils import hpc, synthetic
 from course_utils.synthetic import (  # noqa: F401  (data.* is what lessons and programs use)
     CIFAR10_CLASSES,
     CIFAR10_MEAN,
@@ -136,3 +138,20 @@ def make_loader(
         drop_last=drop_last,
         persistent_workers=num_workers > 0,
     )
+
+
+def loader_rates(dataset: Dataset, batch_size: int = 64, workers=None) -> dict[int, float]:
+    """Images per second one pass of a DataLoader delivers, per `num_workers` (lesson 02, 02.3).
+
+    `workers` defaults to 0 up to the allocated CPUs (`hpc.allocated_cpus()`): more workers than
+    CPUs only compete for them. The loader alone is timed, as a GPU job sees it: the batches a
+    GPU could consume per second.
+    """
+    rates = {}
+    for count in workers if workers is not None else range(hpc.allocated_cpus() + 1):
+        loader = make_loader(dataset, batch_size=batch_size, num_workers=count)
+        start = time.perf_counter()
+        images = sum(len(batch[0]) for batch in loader)
+        rates[count] = images / (time.perf_counter() - start)
+        del loader  # its workers end here
+    return rates

@@ -23,7 +23,10 @@ import torch
 Pair = tuple[torch.Tensor, torch.Tensor]
 
 
-def chain(x: torch.Tensor, w: torch.Tensor, steps: int = 50) -> torch.Tensor:
+STEPS = 50  # matmuls per chain: lesson 02 divides its timings by them
+
+
+def chain(x: torch.Tensor, w: torch.Tensor, steps: int = STEPS) -> torch.Tensor:
     """One piece of work: `steps` small matmuls in a row, each too small to split well."""
     for _ in range(steps):
         x = torch.tanh(x @ w)

@@ -4,7 +4,7 @@ The course runs from a checkout (`pip install -e .`), so the repository is the f
 package. Commands that take a folder (`course release`, `course check`) look in the current
 folder first, so an instructor's copy of solutions/ elsewhere works too.
 No lesson teaches it: it is the course's plumbing. Lessons see its `commit` in the labels of
-reference results (lessons 03, 04 and 08).
+reference results (lessons 03, 04 and 08), and `as_learner_sees` in the paths lesson 00 prints.
 """
 
 from __future__ import annotations

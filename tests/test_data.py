@@ -70,3 +70,11 @@ def test_is_synthetic_knows_the_stand_in_on_disk(tmp_path):
 def test_the_stand_in_and_its_constants_stay_importable_from_data():
     for name in ("SyntheticCIFAR10", "CIFAR10_CLASSES", "CIFAR10_MEAN", "CIFAR10_STD"):
         assert getattr(data, name) is getattr(synthetic, name), name
+
+
+def test_loader_rates_time_a_full_pass_per_worker_count(monkeypatch):
+    dataset = torch.utils.data.TensorDataset(torch.zeros(100, 3), torch.zeros(100))
+    rates = data.loader_rates(dataset, batch_size=32, workers=[0])  # workers fork: integration
+    assert list(rates) == [0] and rates[0] > 0
+    monkeypatch.setattr(data.hpc, "allocated_cpus", lambda: 0)
+    assert list(data.loader_rates(dataset, batch_size=32)) == [0]  # 0 up to the allocation

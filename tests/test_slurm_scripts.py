@@ -60,5 +60,5 @@ def test_loader_workers_rule(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "6")
     monkeypatch.setattr(hpc, "affinity_cpus", lambda: 16)  # a node that binds no cores
     assert hpc.loader_workers("cuda") == 6 and hpc.loader_workers("cpu") == 0
-    job = {"SLURM_CPUS_PER_TASK": "12"}  # another job's variables, as the 02.4 checker passes
+    job = {"SLURM_CPUS_PER_TASK": "12"}  # another job's variables, passed in
     assert hpc.loader_workers("cuda:1", job) == 12 and hpc.loader_workers("cpu", job) == 0

@@ -110,3 +110,14 @@ def test_sizes_must_fill_the_format(tmp_path):
         synthetic.write_standin(tmp_path, 10, 0)
     with pytest.raises(ValueError, match="train_size=3 must be at least 5: .* 5 batch files"):
         synthetic.write_standin(tmp_path, 3, 2)
+
+
+def test_course_data_synthetic_prints_the_line_that_runs_a_script(tmp_path, capsys):
+    from course_utils.cli import STANDIN_RUN, main
+
+    assert main(["data", "synthetic", "--root", str(tmp_path), "--train-size", "20",
+                 "--test-size", "10"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert "Dataset not found or corrupted" in lines[0]
+    assert lines[-1] == f"    {STANDIN_RUN}"
+    assert STANDIN_RUN.startswith("python -m course_utils.jobs.your_program ")

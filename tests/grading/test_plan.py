@@ -110,8 +110,13 @@ def test_the_grading_notebook_carries_no_outputs(lesson):
         if c.cell_type == "code":
             assert c.outputs == [] and c.execution_count is None
     assert lesson.reference["01.1"], "the reference stays with the grader"
-    assert plan.cells == {"01.1": (5, 6), "01.2": (8, 9), "01.3": (13, 14), "01.4": (16, 17)}
-    assert (plan.where(9), plan.where(16), plan.where(0)) == (
+    # each exercise cell is followed by its check cell, counted among code cells only
+    code_cells = [c for c in plan.notebook.cells if c.cell_type == "code"]
+    assert list(plan.cells) == ["01.1", "01.2", "01.3", "01.4"]
+    for exercise, (at, check_at) in plan.cells.items():
+        assert check_at == at + 1 and f'check("{exercise}"' in code_cells[check_at].source
+    check2, ex4 = plan.cells["01.2"][1], plan.cells["01.4"][0]
+    assert (plan.where(check2), plan.where(ex4), plan.where(0)) == (
         " (check of 01.2)",
         " (exercise 01.4)",
         "",

@@ -64,6 +64,17 @@ def cell(nb, exercise: str, role: str = "exercise"):
     )
 
 
+# 01.2's check takes two functions: answers that break `standardize` keep a measurement beside it.
+MEASURES = "\ndef broadcast_vs_loop(x):\n    return {'result': standardize(x)}"
+
+
+def printing_measurement(solved: str) -> str:
+    """01.2's solution whose measurement prints once during the check (nbval compares output)."""
+    head = "def broadcast_vs_loop(x):\n"
+    assert head in solved
+    return solved.replace(head, head + "    print('debug', x.shape)\n")
+
+
 def with_answer(nb, exercise: str, source: str):
     cell(nb, exercise).source = source
     return nb
@@ -234,12 +245,7 @@ def make_submissions(m: Machine) -> dict[str, nbformat.NotebookNode | str]:
 
     nb = solution()  # cells in reverse order; a wrong answer; a print during a check
     with_answer(nb, "01.3", "def to_numpy(t):\n    return t.detach().clone().numpy()")
-    with_answer(
-        nb,
-        "01.2",
-        "def standardize(x):\n    print('debug', x.shape)\n"
-        "    return (x - x.mean(0)) / x.std(0, unbiased=False)",
-    )
+    with_answer(nb, "01.2", printing_measurement(cell(nb, "01.2").source))
     nb.cells.reverse()
     subs["partial"] = nb
 
@@ -271,7 +277,7 @@ def make_submissions(m: Machine) -> dict[str, nbformat.NotebookNode | str]:
 
     nb = solution()  # 100 MB of output; sys.exit at top level and inside a function; os._exit
     cell(nb, "01.1").source += "\nprint('x' * 100_000_000)\nimport sys\nsys.exit()"
-    with_answer(nb, "01.2", "import sys\ndef standardize(x):\n    sys.exit(3)")
+    with_answer(nb, "01.2", "import sys\ndef standardize(x):\n    sys.exit(3)" + MEASURES)
     cell(nb, "01.4").source = "import os\nos._exit(1)"
     subs["exits"] = nb
 
@@ -280,7 +286,7 @@ def make_submissions(m: Machine) -> dict[str, nbformat.NotebookNode | str]:
     subs["crash"] = nb
 
     nb = solution()  # an interruptible loop in a check; then sleep forever, deaf to interrupts,
-    with_answer(nb, "01.2", "def standardize(x):\n    while True:\n        pass")
+    with_answer(nb, "01.2", "def standardize(x):\n    while True:\n        pass" + MEASURES)
     cell(nb, "01.4").source = (  # beside a child process that would sleep on
         f"import signal, subprocess, time\nsubprocess.Popen(['sleep', {m.sleeper!r}])\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(10**9)"

@@ -1,8 +1,11 @@
 """Checkers of lesson 00, setup and environment."""
 
+import os
 import shlex
+import sys
+import time
 
-from course_utils import sbatch
+from course_utils import import_cost, sbatch
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 
 # The documentation's interactive session that exercise 00.1 turns into a batch job.
@@ -135,3 +138,51 @@ def check_pick_build(pick_build):
         what = f"{gpu} (driver {driver}, compute capability {capability[0]}.{capability[1]})"
         expect(got == want, repr(want), repr(got), what)
     return "the newest build whose CUDA the driver runs and whose architectures include the GPU"
+
+
+RECORDS = "runs/import_cost.json"  # beside the notebook, as every file a lesson writes
+
+
+def verify_import_records(measured, python: str, measured_after: float = 0.0) -> str:
+    """The checks of 00.4 on records read back from disk; pure, so tests can give them records."""
+    expect(isinstance(measured, dict) and isinstance(measured.get("samples"), list),
+           "records as import_cost.records(...) makes them (a dict with 'samples')",
+           type(measured).__name__)  # fmt: skip
+    expect(measured.get("module") == "torch", "imports of torch", repr(measured.get("module")))
+    expect(measured.get("python") == python, f"this environment's interpreter {python!r}",
+           repr(measured.get("python")))  # fmt: skip
+    expect(measured.get("measured_at", 0) >= measured_after, "records written by this run",
+           "records from an earlier run (a file left on disk)")  # fmt: skip
+    samples = measured["samples"]
+    states = [s.get("state") for s in samples]
+    expect(states[:1] == ["cold"] and states.count("warm") >= 2,
+           "one cold import first, then at least two warm ones", states)  # fmt: skip
+    cold = samples[0]
+    expect(
+        cold.get("evicted_bytes", 0) > 0,
+        "the cold import after import_cost.evict(...) dropped the package's pages (Linux's "
+        "posix_fadvise; on macOS nothing can be dropped)",
+        f"{cold.get('evicted_bytes')!r} bytes dropped",
+    )
+    pids = [s.get("pid") for s in samples]
+    expect(len(set(pids)) == len(pids) and os.getpid() not in pids,
+           "each import in a fresh process of its own (import_cost.sample)",
+           "repeated or missing process ids")  # fmt: skip
+    fresh = [s["seconds"] for s in samples if isinstance(s.get("seconds"), (int, float))]
+    slow_enough = len(fresh) == len(samples) and min(fresh) >= import_cost.FRESH_IMPORT_S
+    expect(slow_enough, f"each import at least {import_cost.FRESH_IMPORT_S} s (a fresh Python "
+           "reads the package; under that, torch was already imported in that process)",
+           "a faster one" if fresh else "no seconds")  # fmt: skip
+    return f"fresh imports of torch, cold first, records in {RECORDS}"
+
+
+@exercise("00.4", "measure what a job pays to import torch, cold and warm")
+def check_import_cost(measure_import_cost):
+    started = time.time()
+    call_answer(measure_import_cost, RECORDS)
+    try:
+        measured = import_cost.load(RECORDS)
+    except (OSError, ValueError) as e:
+        raise CheckFailed(f"expected records saved to {RECORDS}, got: {e}") from None
+    message = verify_import_records(measured, sys.executable, started)
+    return message + "; measured on this machine in fresh processes (in `course grade` too)"

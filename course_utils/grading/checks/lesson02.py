@@ -1,14 +1,17 @@
 """Checkers of lesson 02, from CPU to GPU and CPU parallelism.
 
-The device exercises are checked on the `meta` device, which every PyTorch has: it keeps shapes,
-dtypes and device placement without memory, so moving data there proves the code is device-agnostic.
+02.1 is checked with torch.cuda.is_available patched both ways. 02.2 and 02.3 are measurements: the
+check hands the learner's function a step or a data set that logs what really ran (thread counts
+and step times; reads per DataLoader worker) and compares the learner's figures with that log.
 """
 
 import math
 import statistics
+import time
 import unittest.mock
 
 import torch
+from torch.utils.data import Dataset, get_worker_info
 
 from course_utils import hpc, sbatch
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
@@ -41,69 +44,113 @@ def check_choose_device(choose_device):
     return "GPU when there is one, CPU when asked or when there is none"
 
 
-@exercise("02.2", "move a batch to the model's device")
-def check_to_device(batch_to):
-    inputs, targets = torch.randn(4, 3, 32, 32), torch.tensor([1, 2, 3, 4])
-    got = call_answer(batch_to, (inputs, targets), torch.device("meta"))
-    expect(
-        isinstance(got, tuple) and len(got) == 2, "a tuple (inputs, targets)", type(got).__name__
-    )
-    devices = [t.device.type for t in got]
-    expect(devices == ["meta", "meta"], "both tensors on the meta device", devices)
-    expect(
-        got[0].dtype == torch.float32 and got[1].dtype == torch.int64,
-        "dtypes kept (float32, int64)",
-        [t.dtype for t in got],
-    )
-    return "inputs and targets follow the model to its device"
+class CountedStep:
+    """A training-step stand-in that logs, per call, torch's thread count and its own seconds."""
+
+    def __init__(self, size: int = 384):
+        generator = torch.Generator().manual_seed(0)
+        self.a = torch.randn(size, size, generator=generator)
+        self.b = torch.randn(size, size, generator=generator)
+        self.calls: list[tuple[int, float]] = []
+
+    def __call__(self):
+        start = time.perf_counter()
+        torch.mm(self.a, self.b).sum()
+        self.calls.append((torch.get_num_threads(), time.perf_counter() - start))
 
 
-@exercise("02.3", "noise that matches a tensor's device and dtype")
-def check_like(add_noise):
-    for x in (torch.zeros(3, 2, dtype=torch.float64), torch.zeros(5, device="meta")):
-        got = call_answer(add_noise, x, 0.1)
+def verify_thread_rates(rates, calls, allocated: int, restored: int, batch_size: int) -> str:
+    """The checks of 02.2 on what the learner's run returned and what the step logged."""
+    what = f"thread_rates on an allocation of {allocated} CPU(s)"
+    expect(isinstance(rates, dict) and rates, "a dict {threads: images per second}",
+           type(rates).__name__, what)  # fmt: skip
+    counts = sorted(rates)
+    outside = [n for n in counts if not (isinstance(n, int) and 1 <= n <= allocated)]
+    expect(not outside, f"thread counts from 1 to the {allocated} allocated CPUs "
+           "(hpc.allocated_cpus())", f"{outside}", what)  # fmt: skip
+    expect(1 in rates and allocated in rates, f"1 and {allocated} among them", counts, what)
+    expect(restored == allocated, f"torch's threads back at {allocated} afterwards "
+           "(hpc.configure_threads())", f"{restored}", what)  # fmt: skip
+    for n in counts:
+        times = [s for threads, s in calls if threads == n]
+        expect(len(times) >= 3, f"the step run at least 3 times with {n} thread(s)",
+               f"{len(times)} time(s): set the threads before timing", what)  # fmt: skip
+        own = batch_size / statistics.median(times)  # the step's own clock, within a factor
+        rate = rates[n]
+        close = isinstance(rate, (int, float)) and own / 3 <= rate <= own * 3
         expect(
-            got.device == x.device and got.dtype == x.dtype,
-            f"device {x.device} and dtype {x.dtype}",
-            f"device {got.device}, dtype {got.dtype}",
-            "noise for a tensor on another device or in another dtype",
+            close,
+            f"{n} thread(s): a rate of batch_size / the median step time, as time_fn measured it",
+            "a figure the step's own clock does not support",
+            what,
         )
-        expect(got.shape == x.shape, f"shape {tuple(x.shape)}", tuple(got.shape))
-    cpu = torch.zeros(10_000, dtype=torch.float64)
-    std = float(call_answer(add_noise, cpu, 0.1).std())
-    expect(abs(std - 0.1) < 0.01, "noise with standard deviation 0.1", f"{std:.3f}")
-    return "randn_like / new_* keep the device and dtype of their model tensor"
+    return "every thread count from 1 to the allocated CPUs measured on the step"
 
 
-# (device, environment, what it is) -> (num_workers, pin_memory)
-LOADER_CASES = [
-    (torch.device("cuda"), {"SLURM_CPUS_PER_TASK": "8"}, "a GPU job with --cpus-per-task=8"),
-    (torch.device("cuda", 1), {"SLURM_CPUS_PER_TASK": "12"}, "cuda:1 with --cpus-per-task=12"),
-    (torch.device("cuda"), {}, "a GPU outside Slurm"),
-    (torch.device("cpu"), {"SLURM_CPUS_PER_TASK": "8"}, "a CPU job with --cpus-per-task=8"),
-    (torch.device("mps"), {}, "Apple's mps"),
-]
+@exercise("02.2", "measure the training step's throughput at each thread count you were given")
+def check_thread_rates(thread_rates):
+    step, batch_size = CountedStep(), 256
+    try:
+        rates = call_answer(thread_rates, step, batch_size)
+    finally:
+        restored = torch.get_num_threads()
+        hpc.configure_threads()
+    return verify_thread_rates(rates, step.calls, hpc.allocated_cpus(), restored, batch_size)
 
 
-def _want_loader(device: torch.device, environ: dict) -> tuple[int, bool]:
-    # pinned memory only speeds up copies to a GPU
-    return hpc.loader_workers(device, environ), device.type == "cuda"
+class CountedReads(Dataset):
+    """Small images that count, per DataLoader worker, how often each process read one."""
+
+    def __init__(self, n: int, max_workers: int):
+        self.images = torch.randn(n, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+        self.reads = torch.zeros(max_workers + 1, dtype=torch.int64).share_memory_()
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        info = get_worker_info()
+        self.reads[0 if info is None else info.id + 1] += 1  # one slot per process: no race
+        return self.images[i], 0
 
 
-@exercise("02.4", "DataLoader workers and pinned memory from the allocation")
-def check_loader_settings(loader_settings):
-    for device, environ, what in LOADER_CASES:
-        got = call_answer(loader_settings, device, dict(environ))
-        expect(isinstance(got, dict), "a dict of make_loader arguments", type(got).__name__, what)
-        expect(set(got) == {"num_workers", "pin_memory"}, "the keys num_workers and pin_memory",
-               sorted(got), what)  # fmt: skip
-        workers, pin = _want_loader(device, environ)
-        got_workers = got["num_workers"]
-        expect(type(got_workers) is int and got_workers == workers, f"num_workers={workers}",
-               f"num_workers={got_workers!r}", what)  # fmt: skip
-        expect(got["pin_memory"] is pin, f"pin_memory={pin}", f"pin_memory={got['pin_memory']!r}",
-               what)  # fmt: skip
-    return "a worker per allocated CPU and pinned memory for a GPU; the CPUs compute in a CPU job"
+def verify_loader_rates(rates, reads: list[int], images: int, allocated: int, seconds: float):
+    """The checks of 02.3 on the rates returned, the data set's read counts and the wall time."""
+    what = f"loader_rates on an allocation of {allocated} CPU(s)"
+    expect(isinstance(rates, dict) and rates, "a dict {num_workers: images per second}",
+           type(rates).__name__, what)  # fmt: skip
+    counts = sorted(rates)
+    outside = [w for w in counts if not (isinstance(w, int) and 0 <= w <= allocated)]
+    expect(not outside, f"worker counts from 0 to the {allocated} allocated CPUs "
+           "(more workers than CPUs compete for them)", f"{outside}", what)  # fmt: skip
+    expect(0 in rates and max(counts) >= 1, "0 and at least one worker count", counts, what)
+    expect(
+        sum(reads) >= images * len(rates),
+        f"the data set read in full for each of the "
+        f"{len(rates)} settings ({images * len(rates):,} reads)",
+        f"{sum(reads):,}",
+        what,
+    )
+    workers = max(counts)
+    used = [slot for slot in range(1, len(reads)) if reads[slot]]
+    expect(len(used) >= workers, f"reads from {workers} worker processes (num_workers="
+           f"{workers})", f"reads from {len(used)}", what)  # fmt: skip
+    passes = sum(images / r for r in rates.values() if isinstance(r, (int, float)) and r > 0)
+    expect(len([r for r in rates.values() if isinstance(r, (int, float)) and r > 0]) == len(rates)
+           and passes <= seconds * 1.05, "rates of images / seconds per pass, as measured",
+           "figures faster than the run that made them", what)  # fmt: skip
+    return "0 workers up to the allocated CPUs measured, each reading the whole data set"
+
+
+@exercise("02.3", "choose num_workers by measuring loader throughput within your CPUs")
+def check_loader_rates(loader_rates):
+    allocated = hpc.allocated_cpus()
+    dataset = CountedReads(1024, allocated)
+    start = time.perf_counter()
+    rates = call_answer(loader_rates, dataset, 64)
+    seconds = time.perf_counter() - start
+    message = verify_loader_rates(rates, dataset.reads.tolist(), len(dataset), allocated, seconds)
+    return message + " (DataLoader workers are processes: they run in `course grade` too)"
 
 
 MIN_UTIL = 50  # % of the time the GPU is busy, on average: the lesson's rule of thumb
@@ -134,7 +181,7 @@ def _want_decision(images, cpu, gpu, wait) -> dict:
     }
 
 
-@exercise("02.5", "CPU or GPU, from measured utilization, throughput and cost")
+@exercise("02.4", "CPU or GPU, from measured utilization, throughput and cost")
 def check_decision(gpu_or_cpu):
     for images, cpu, gpu, wait, what in DECISIONS:
         got = call_answer(gpu_or_cpu, images, dict(cpu), dict(gpu), wait)
@@ -178,7 +225,7 @@ def _check_bundle_header(script: str, hours, cores, mem_gb) -> None:
            "no --time" if minutes is None else f"{minutes:g} minutes", what)  # fmt: skip
 
 
-@exercise("02.6", "a GPU job header in the ratio of the centre's bundle")
+@exercise("02.5", "a GPU job header in the ratio of the centre's bundle")
 def check_bundle_header(gpu_job_header):
     for hours, cores, mem_gb in BUNDLES:
         script = call_answer(gpu_job_header, hours, cores, mem_gb)

@@ -1,7 +1,10 @@
 """Lesson 00 checkers: pass on the reference, fail with a useful message on known-wrong answers."""
 
+import pytest
+
 from course_utils import doctor
-from course_utils.grading import run_check
+from course_utils.grading import CheckFailed, run_check
+from course_utils.grading.checks import lesson00
 
 
 def _stub(*args):
@@ -142,3 +145,54 @@ def test_pick_build_stub_and_newest_always():
     assert run_check("00.3", _stub).verdict == "not attempted yet"
     newest = run_check("00.3", lambda d, c, builds: builds[0]["tag"])
     assert newest.message.startswith("H100 with an older driver (driver 550.54.15")
+
+
+def _records(**changes):
+    """Records as import_cost.records makes them, from three imports in fresh processes."""
+    samples = [
+        {"state": "cold", "evicted_bytes": 2**30, "seconds": 2.4, "pid": 101},
+        {"state": "warm", "evicted_bytes": 0, "seconds": 2.1, "pid": 102},
+        {"state": "warm", "evicted_bytes": 0, "seconds": 2.0, "pid": 103},
+    ]
+    measured = {"module": "torch", "python": "/env/bin/python", "measured_at": 1000.0}
+    return {**measured, "samples": samples, **changes}
+
+
+def test_import_records_from_fresh_processes_pass():
+    message = lesson00.verify_import_records(_records(), "/env/bin/python", 999.0)
+    assert message == "fresh imports of torch, cold first, records in runs/import_cost.json"
+
+
+def test_import_timed_inside_the_kernel_fails():
+    in_kernel = _records()
+    for s in in_kernel["samples"]:
+        s["seconds"] = 2e-6  # `import torch` again in a process that has it: a dict lookup
+    with pytest.raises(CheckFailed, match="torch was already imported in that process"):
+        lesson00.verify_import_records(in_kernel, "/env/bin/python", 999.0)
+
+
+def test_import_records_without_a_cold_start_or_from_elsewhere_fail():
+    warm_only = _records()
+    warm_only["samples"][0].update(state="warm", evicted_bytes=0)
+    with pytest.raises(CheckFailed, match="one cold import first"):
+        lesson00.verify_import_records(warm_only, "/env/bin/python", 999.0)
+    not_evicted = _records()
+    not_evicted["samples"][0]["evicted_bytes"] = 0
+    with pytest.raises(CheckFailed, match=r"import_cost.evict\(...\) dropped"):
+        lesson00.verify_import_records(not_evicted, "/env/bin/python", 999.0)
+    with pytest.raises(CheckFailed, match="this environment's interpreter"):
+        lesson00.verify_import_records(_records(python="/other/bin/python"), "/env/bin/python")
+    with pytest.raises(CheckFailed, match="records from an earlier run"):
+        lesson00.verify_import_records(_records(), "/env/bin/python", 2000.0)
+    same_pid = _records()
+    same_pid["samples"][2]["pid"] = 102
+    with pytest.raises(CheckFailed, match="each import in a fresh process of its own"):
+        lesson00.verify_import_records(same_pid, "/env/bin/python", 999.0)
+
+
+def test_import_cost_stub_and_missing_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_check("00.4", _stub).verdict == "not attempted yet"
+    nothing = run_check("00.4", lambda path: None)
+    assert nothing.verdict == "failed"
+    assert nothing.message.startswith("expected records saved to runs/import_cost.json, got:")

@@ -1,20 +1,101 @@
 """Lesson 01 checkers: pass on the reference, fail with a useful message on known-wrong answers."""
 
+from functools import partial
+
+import torch
+from torch.utils import benchmark
+
 from course_utils.grading import run_check
 
 
-def test_flatten():
-    assert run_check("01.1", lambda x: x.flatten(1)).passed
-    copy = run_check("01.1", lambda x: x.flatten(1).clone())
+def flatten(x):
+    return x.flatten(1)
+
+
+def view_and_copy_costs(images, *, copy=lambda t: t.clone(), time_copy="v.clone()"):
+    view = flatten(images)
+    names = {"images": images, "v": view}
+    return {
+        "view": view,
+        "copy": copy(view),
+        "view_time": benchmark.Timer("images.flatten(1)", globals=names).blocked_autorange(
+            min_run_time=0.05
+        ),
+        "copy_time": benchmark.Timer(time_copy, globals=names).blocked_autorange(min_run_time=0.05),
+    }
+
+
+def test_flatten_and_its_measurement():
+    done = run_check("01.1", flatten, view_and_copy_costs)
+    assert done.passed, done.message
+    assert done.message == (
+        "the view shares the batch's 3,145,728 bytes; the copy takes as many again"
+    )
+
+
+def test_flatten_that_copies_fails():
+    copy = run_check("01.1", lambda x: x.flatten(1).clone(), view_and_copy_costs)
     assert copy.verdict == "failed" and "a copy (different data_ptr)" in copy.message
-    wrong_shape = run_check("01.1", lambda x: x.flatten())
+    wrong_shape = run_check("01.1", lambda x: x.flatten(), view_and_copy_costs)
     assert wrong_shape.message == "expected shape (8, 48), got shape (384,)"
 
 
-def test_standardize():
-    assert run_check("01.2", lambda x: (x - x.mean(0)) / x.std(0, unbiased=False)).passed
-    rows = run_check("01.2", lambda x: (x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True))
+def test_measurement_that_times_a_view_as_the_copy_fails():
+    wrong = run_check("01.1", flatten, partial(view_and_copy_costs, time_copy="v.view(-1)"))
+    assert wrong.verdict == "failed"
+    assert "the copy several times slower than the view" in wrong.message
+
+
+def test_measurement_with_typed_figures_or_no_copy_fails():
+    def typed(images):
+        return {**view_and_copy_costs(images), "copy_time": 0.004}
+
+    wrong = run_check("01.1", flatten, typed)
+    assert "copy_time measured by torch.utils.benchmark" in wrong.message
+    shared = run_check("01.1", flatten, partial(view_and_copy_costs, copy=lambda t: t))
+    assert "'copy' in memory of its own" in shared.message
+
+
+def standardize(x):
+    return (x - x.mean(0)) / x.std(0, unbiased=False)
+
+
+def loop(x):
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        out[:, j] = (x[:, j] - x[:, j].mean()) / x[:, j].std(unbiased=False)
+    return out
+
+
+def broadcast_vs_loop(x, *, fn=standardize, looped=loop):
+    names = {"x": x, "fn": fn, "loop": looped}
+    timer = partial(benchmark.Timer, globals=names)
+    return {
+        "result": fn(x),
+        "broadcast_time": timer("fn(x)").blocked_autorange(min_run_time=0.05),
+        "loop_time": timer("loop(x)").blocked_autorange(min_run_time=0.05),
+    }
+
+
+def test_standardize_and_its_measurement():
+    done = run_check("01.2", standardize, broadcast_vs_loop)
+    assert done.passed, done.message
+    rows = run_check(
+        "01.2",
+        lambda x: (x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True),
+        broadcast_vs_loop,
+    )
     assert rows.verdict == "failed" and "each column with mean 0 and std 1" in rows.message
+
+
+def test_measurement_of_two_broadcasts_or_a_wrong_result_fails():
+    same = run_check("01.2", standardize, partial(broadcast_vs_loop, looped=standardize))
+    assert same.verdict == "failed"
+    assert "the loop over columns slower than broadcasting" in same.message
+    unbiased = run_check(
+        "01.2", standardize, partial(broadcast_vs_loop, fn=lambda x: (x - x.mean(0)) / x.std(0))
+    )
+    assert "'result': x standardized by column" in unbiased.message
 
 
 def test_to_numpy():

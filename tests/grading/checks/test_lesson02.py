@@ -1,11 +1,15 @@
 """Lesson 02 checkers: pass on the reference, fail with a useful message on known-wrong answers."""
 
 import statistics
+from functools import partial
 
+import pytest
 import torch
 
 from course_utils import hpc
-from course_utils.grading import run_check
+from course_utils.grading import CheckFailed, run_check
+from course_utils.grading.checks import lesson02
+from course_utils.timing import time_fn
 
 
 def test_choose_device():
@@ -24,64 +28,76 @@ def test_choose_device():
     assert strings.message == "expected a torch.device, got str"
 
 
-def test_batch_to():
-    assert run_check("02.2", lambda b, d: (b[0].to(d), b[1].to(d))).passed
-    forgot_targets = run_check("02.2", lambda b, d: (b[0].to(d), b[1]))
-    assert forgot_targets.message == "expected both tensors on the meta device, got ['meta', 'cpu']"
-
-
-def test_add_noise():
-    assert run_check("02.3", lambda x, s: x + s * torch.randn_like(x)).passed
-    cpu_float = run_check("02.3", lambda x, s: x + s * torch.randn(x.shape))
-    assert cpu_float.verdict == "failed"
-    wrong_std = run_check("02.3", lambda x, s: x + torch.randn_like(x))
-    assert "expected noise with standard deviation 0.1" in wrong_std.message
-
-
 def _stub(*args):
     raise NotImplementedError("Exercise 02.x")
 
 
-def loader_settings(device, environ):
-    if device.type == "cuda":
-        return {"num_workers": hpc.allocated_cpus(environ), "pin_memory": True}
-    return {"num_workers": 0, "pin_memory": False}
+def thread_rates(step, batch_size, *, counts=None, restore=True):
+    rates = {}
+    for n in counts or range(1, hpc.allocated_cpus() + 1):
+        hpc.configure_threads(n)
+        rates[n] = batch_size / time_fn(step, min_run_time=0.05).median
+    if restore:
+        hpc.configure_threads()
+    return rates
 
 
-def test_loader_settings():
-    assert run_check("02.4", loader_settings).passed
-    assert run_check("02.4", _stub).verdict == "not attempted yet"
+def test_thread_rates():
+    done = run_check("02.2", thread_rates)
+    assert done.passed, done.message
+    assert run_check("02.2", _stub).verdict == "not attempted yet"
 
 
-def test_loader_settings_that_pin_everywhere_fail():
-    always = run_check(
-        "02.4", lambda d, e: {"num_workers": hpc.allocated_cpus(e), "pin_memory": True}
+def test_thread_rates_typed_or_beyond_the_allocation_fail():
+    typed = run_check("02.2", lambda step, b: {n: 1e9 for n in range(1, hpc.allocated_cpus() + 1)})
+    assert typed.verdict == "failed"
+    assert "the step run at least 3 times with 1 thread(s)" in typed.message
+    beyond = run_check("02.2", partial(thread_rates, counts=[1, hpc.allocated_cpus() + 1]))
+    assert f"thread counts from 1 to the {hpc.allocated_cpus()} allocated CPUs" in beyond.message
+    assert torch.get_num_threads() == hpc.allocated_cpus()  # the check put them back
+
+
+def test_thread_rates_that_leave_one_thread_set_fail():
+    one = run_check("02.2", partial(thread_rates, counts=[hpc.allocated_cpus(), 1], restore=False))
+    assert one.verdict == "failed" and "torch's threads back at" in one.message
+
+
+def test_thread_rates_on_an_allocation_of_four():
+    calls = [(n, 0.01) for n in (1, 2, 3, 4) for _ in range(3)]
+    rates = {n: 256 / 0.01 for n in (1, 2, 3, 4)}
+    assert lesson02.verify_thread_rates(rates, calls, 4, 4, 256).startswith(
+        "every thread count from 1"
     )
-    assert always.message == (
-        "a CPU job with --cpus-per-task=8: expected num_workers=0, got num_workers=8"
-    )
-    pins_cpu = run_check("02.4", lambda d, e: {**loader_settings(d, e), "pin_memory": True})
-    assert (
-        pins_cpu.message
-        == "a CPU job with --cpus-per-task=8: expected pin_memory=False, got pin_memory=True"
-    )
+    with pytest.raises(CheckFailed, match="expected 1 and 4 among them, got \\[1, 2\\]"):
+        lesson02.verify_thread_rates({1: 25600.0, 2: 25600.0}, calls, 4, 4, 256)
+    with pytest.raises(CheckFailed, match="a figure the step's own clock does not support"):
+        lesson02.verify_thread_rates({**rates, 2: 1e9}, calls, 4, 4, 256)
 
 
-def test_loader_settings_with_the_variable_as_text_or_a_string_compare_fail():
-    def text(device, environ):
-        return {"num_workers": environ.get("SLURM_CPUS_PER_TASK", "1"), "pin_memory": True}
+# (rates, reads per process, images, allocated CPUs, seconds the run took)
+READS = [1024 + 1024, 512 + 512, 1024]  # main process (workers 0 and 1 passes), worker ids 0, 1
 
-    assert run_check("02.4", text).message == (
-        "a GPU job with --cpus-per-task=8: expected num_workers=8, got num_workers='8'"
-    )
 
-    def by_string(device, environ):  # torch.device("cuda", 1) != "cuda"
-        on_gpu = device == torch.device("cuda")
-        return {"num_workers": hpc.allocated_cpus(environ) if on_gpu else 0, "pin_memory": on_gpu}
+def test_loader_rates_from_a_real_run_pass():
+    rates = {0: 20_000.0, 1: 8_000.0, 2: 9_000.0}
+    message = lesson02.verify_loader_rates(rates, READS, 1024, 2, 0.5)
+    assert message.startswith("0 workers up to the allocated CPUs measured")
 
-    assert run_check("02.4", by_string).message.startswith(
-        "cuda:1 with --cpus-per-task=12: expected num_workers=12, got num_workers=0"
-    )
+
+def test_loader_rates_beyond_the_allocation_or_typed_fail():
+    beyond = {0: 20_000.0, 1: 8_000.0, 2: 9_000.0, 3: 9_000.0}
+    with pytest.raises(CheckFailed, match="worker counts from 0 to the 2 allocated CPUs"):
+        lesson02.verify_loader_rates(beyond, READS, 1024, 2, 0.5)
+    typed = {0: 20_000.0, 1: 8_000.0, 2: 9_000.0}
+    with pytest.raises(CheckFailed, match="the data set read in full for each of the 3"):
+        lesson02.verify_loader_rates(typed, [0, 0, 0], 1024, 2, 0.5)
+    with pytest.raises(CheckFailed, match="figures faster than the run that made them"):
+        lesson02.verify_loader_rates({0: 1e6, 1: 8e3, 2: 9e3}, READS, 1024, 2, 0.2)
+
+
+def test_loader_rates_that_name_workers_without_using_them_fail():
+    with pytest.raises(CheckFailed, match="reads from 2 worker processes"):
+        lesson02.verify_loader_rates({0: 2e4, 1: 8e3, 2: 9e3}, [4096, 0, 0], 1024, 2, 1.0)
 
 
 def gpu_or_cpu(images, cpu, gpu, extra_wait_s):
@@ -95,8 +111,8 @@ def gpu_or_cpu(images, cpu, gpu, extra_wait_s):
 
 
 def test_gpu_or_cpu():
-    assert run_check("02.5", gpu_or_cpu).passed
-    assert run_check("02.5", _stub).verdict == "not attempted yet"
+    assert run_check("02.4", gpu_or_cpu).passed
+    assert run_check("02.4", _stub).verdict == "not attempted yet"
 
 
 def test_gpu_or_cpu_on_speed_alone_fails_on_the_documentations_case():
@@ -104,7 +120,7 @@ def test_gpu_or_cpu_on_speed_alone_fails_on_the_documentations_case():
         faster = images / gpu["images_per_s"] + wait < images / cpu["images_per_s"]
         return {**gpu_or_cpu(images, cpu, gpu, wait), "ask_for": "gpu" if faster else "cpu"}
 
-    assert run_check("02.5", fastest).message == (
+    assert run_check("02.4", fastest).message == (
         "the documentation's small CNN: fast on a GPU, but the GPU is 5% busy: "
         "expected 'cpu', got 'gpu'"
     )
@@ -114,10 +130,10 @@ def test_gpu_or_cpu_with_the_busiest_sample_or_without_the_wait_fails():
     def busiest(images, cpu, gpu, wait):
         return gpu_or_cpu(images, cpu, {**gpu, "util_samples": [max(gpu["util_samples"])]}, wait)
 
-    assert run_check("02.5", busiest).message == (
+    assert run_check("02.4", busiest).message == (
         "a GPU busy in one sample of five (mean 20%): expected 'cpu', got 'gpu'"
     )
-    no_wait = run_check("02.5", lambda i, c, g, w: gpu_or_cpu(i, c, g, 0))
+    no_wait = run_check("02.4", lambda i, c, g, w: gpu_or_cpu(i, c, g, 0))
     assert no_wait.message.startswith("a 4-minute CPU job against a 1-hour wait for a GPU")
 
 
@@ -128,11 +144,11 @@ def test_gpu_or_cpu_costs_in_hours_per_core():
             "core_hours": images / cpu["images_per_s"] / 3600,
         }
 
-    assert run_check("02.5", per_job).message == (
+    assert run_check("02.4", per_job).message == (
         "the documentation's small CNN: fast on a GPU, but the GPU is 5% busy: "
         "expected core_hours 5.556, got 0.6944444444444444"
     )
-    seconds = run_check("02.5", lambda *a: {**gpu_or_cpu(*a), "gpu_hours": 125.0})
+    seconds = run_check("02.4", lambda *a: {**gpu_or_cpu(*a), "gpu_hours": 125.0})
     assert seconds.message.endswith("expected gpu_hours 0.03472, got 125.0")
 
 
@@ -145,27 +161,27 @@ def gpu_job_header(hours, cores, mem_gb):
 
 
 def test_bundle_header():
-    assert run_check("02.6", gpu_job_header).passed
-    assert run_check("02.6", _stub).verdict == "not attempted yet"
+    assert run_check("02.5", gpu_job_header).passed
+    assert run_check("02.5", _stub).verdict == "not attempted yet"
 
 
 def test_bundle_header_names_the_wrong_request():
-    mega = run_check("02.6", lambda h, c, m: gpu_job_header(h, c, m).replace("G\n", "\n"))
+    mega = run_check("02.5", lambda h, c, m: gpu_job_header(h, c, m).replace("G\n", "\n"))
     assert mega.message == (
         "gpu_job_header(3, 12, 124): expected the bundle's 124G = 126976 MB (--mem), got 124 MB"
     )
     hours = run_check(
-        "02.6", lambda h, c, m: gpu_job_header(h, c, m).replace("--time=", "--time=0")
+        "02.5", lambda h, c, m: gpu_job_header(h, c, m).replace("--time=", "--time=0")
     )
     assert hours.verdict == "passed"  # 0180 is still 180 minutes
     as_hours = run_check(
-        "02.6",
+        "02.5",
         lambda h, c, m: gpu_job_header(h, c, m).replace(f"--time={int(h * 60)}", f"--time={h}"),
     )
     assert as_hours.message == "gpu_job_header(3, 12, 124): expected 180 minutes, got 3 minutes"
-    two = run_check("02.6", lambda h, c, m: gpu_job_header(h, c, m).replace("gpu:1", "gpu:2"))
+    two = run_check("02.5", lambda h, c, m: gpu_job_header(h, c, m).replace("gpu:1", "gpu:2"))
     assert two.message == "gpu_job_header(3, 12, 124): expected one GPU, got 2 GPU(s)"
-    all_cores = run_check("02.6", lambda h, c, m: gpu_job_header(h, 64, m))
+    all_cores = run_check("02.5", lambda h, c, m: gpu_job_header(h, 64, m))
     assert all_cores.message == (
         "gpu_job_header(3, 12, 124): expected the bundle's 12 CPUs (--cpus-per-task), got 64"
     )
