@@ -38,7 +38,7 @@ class Energy:
 
 
 def choose_source(nvml_reading: int | None, rapl_reading: int | None, device_type: str) -> str:
-    """"nvml" on a GPU whose counter answered, else "rapl" when its counters are readable,
+    """ "nvml" on a GPU whose counter answered, else "rapl" when its counters are readable,
     else "not reported". A GPU job is counted by its GPU: RAPL would add the CPU package."""
     if device_type == "cuda" and nvml_reading is not None:
         return "nvml"
@@ -124,11 +124,14 @@ class EnergyMeter:
         if source == "nvml":
             meter = cls(source, nvml, 1e-3, None, f"GPU {device.index or 0} (NVML total energy)")
         elif source == "rapl":
-            meter = cls(source, lambda: read_rapl(rapl_root), 1e-6, _rapl_wrap(rapl_root),
-                        "CPU packages of the node (RAPL; other jobs on the node included)")  # fmt: skip
+            scope = "CPU packages of the node (RAPL; other jobs on the node included)"
+            meter = cls(source, lambda: read_rapl(rapl_root), 1e-6, _rapl_wrap(rapl_root), scope)
         else:
-            why = "no NVML counter (no NVIDIA GPU or nvidia-ml-py)" if device.type == "cuda" else (
-                "no GPU, and RAPL is not readable here")  # fmt: skip
+            why = (
+                "no NVML counter (no NVIDIA GPU, or nvidia-ml-py not installed)"
+                if device.type == "cuda"
+                else "no GPU, and RAPL is not readable here"
+            )
             meter = cls(NOT_REPORTED, None, 0.0, None, why)
         meter.before = meter.read() if meter.read else None
         meter.started = time.perf_counter()

@@ -145,7 +145,7 @@ def stage(archive: str | os.PathLike, environ: Mapping[str, str] | None = None,
     target = stage_folder(environ)
     target.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with _lock(target.parent / f".{target.name}.lock", timeout):
+    with _lock(_lock_file(target), timeout):
         copied = not (target / MARKER).exists()
         if copied:
             partial = target.with_name(f"{target.name}.partial")
@@ -157,6 +157,30 @@ def stage(archive: str | os.PathLike, environ: Mapping[str, str] | None = None,
     files, nbytes = _count(target)
     return Staged(target, node_name(environ), local_base(environ), copied,
                   time.perf_counter() - start, files, nbytes)  # fmt: skip
+
+
+def _lock_file(target: Path) -> Path:
+    return target.parent / f".{target.name}.lock"
+
+
+def release(staged: Staged, ranks_on_node: int, timeout: float = 300) -> bool:
+    """Leave the node's copy once this rank is done with it; the last of the node's
+    `ranks_on_node` ranks to leave removes it. True in the rank that removed it."""
+    target = staged.path
+    tally = target.parent / f".{target.name}.left"
+    with _lock(_lock_file(target), timeout):
+        left = int(tally.read_text()) + 1 if tally.exists() else 1
+        if left < ranks_on_node:
+            tally.write_text(str(left))
+            return False
+        shutil.rmtree(target, ignore_errors=True)
+        tally.unlink(missing_ok=True)
+        _lock_file(target).unlink(missing_ok=True)  # held by this rank: no one waits on it
+    try:
+        target.parent.rmdir()  # the job's folder, once no node's copy is left in it
+    except OSError:
+        pass
+    return True
 
 
 def make_archive(folder: str | os.PathLike, archive: str | os.PathLike) -> Path:
@@ -231,3 +255,34 @@ def staging_saving(shared_read: float, local_read: float, stage_seconds: float,
             "must not be negative"
         )
     return reads * (shared_read - local_read) - stage_seconds
+
+
+def load_results(folder: str | os.PathLike) -> list[dict]:
+    """What each rank of the staging program (course_utils.jobs.lab_staging) wrote, by rank."""
+    import json
+
+    found = [json.loads(p.read_text()) for p in Path(folder).glob("rank*.json")]
+    if not found:
+        raise ValueError(f"no rank*.json in {folder}: run the staging step first")
+    return sorted(found, key=lambda r: r["rank"])
+
+
+def copies_per_node(results: list[dict]) -> dict[str, int]:
+    """{node: how many of its ranks unpacked the archive}: 1 everywhere when staging worked."""
+    copies: dict[str, int] = {}
+    for r in results:
+        copies[r["node"]] = copies.get(r["node"], 0) + int(r["copied"])
+    return dict(sorted(copies.items()))
+
+
+def readings_table(results: list[dict]) -> str:
+    """The four reads each node's first rank timed: files, MB, ms and MB/s."""
+    from course_utils.tables import text_table
+
+    rows = []
+    for r in results:
+        for what, m in r.get("readings", {}).items():
+            rate = m["bytes"] / m["seconds"] / 1e6
+            ms = round(m["seconds"] * 1e3, 1)
+            rows.append([r["node"], what, m["files"], round(m["bytes"] / 1e6, 1), ms, round(rate)])
+    return text_table(["node", "read", "files", "MB", "ms", "MB/s"], rows)

@@ -135,17 +135,18 @@ def allreduce_results(log: str) -> list[AllReduce]:
     ]
 
 
-def gloo_lines(rank: int, connections, peers: dict, interfaces: dict) -> list[str]:
+def gloo_lines(rank: int, connections, peers: dict, interfaces: dict,
+               store_port: int | None = None) -> list[str]:  # fmt: skip
     """`GLOO_LINE`s for this rank's gloo connections.
 
     connections: (local (ip, port), remote (ip, port)) of this process's TCP connections;
     peers: {(ip, port): rank} of every rank's local endpoints (gathered across ranks), which
-    names the rank at the other end; interfaces: {ip: interface name}. Connections to no rank
-    (the rendezvous store) are left out."""
+    names the rank at the other end; interfaces: {ip: interface name}. Connections to the
+    rendezvous store (`store_port`, MASTER_PORT) and to no rank are left out."""
     lines = []
     for local, remote in connections:
         peer = peers.get(tuple(remote))
-        if peer is None or peer == rank:
+        if peer is None or peer == rank or store_port in (local[1], remote[1]):
             continue
         interface = interfaces.get(_plain_ip(local[0]), "?")
         lines.append(GLOO_LINE.format(rank=rank, peer=peer, interface=interface,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 from pathlib import Path
 
@@ -26,12 +25,22 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
-from course_utils import data, distributed, hpc, lab_data, lab_measure, lab_records, models
-from course_utils import monitor, reference, staging, transport
+from course_utils import (
+    data,
+    distributed,
+    hpc,
+    lab_data,
+    lab_measure,
+    lab_records,
+    models,
+    monitor,
+    reference,
+    staging,
+    transport,
+)
 from course_utils.device import local_device
 from course_utils.energy import EnergyMeter
-
-SCRIPT_VARIABLE = "COURSE_LAB_SCRIPT"  # the digest of the batch script, set by the submitter
+from course_utils.lab import LAUNCHER_VARIABLE, SCRIPT_VARIABLE
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -160,14 +169,16 @@ def show_transport(args, env, device) -> tuple[transport.AllReduce, list[str]]:
         peers = {}
         for rank, mine in enumerate(lab_measure.gather([local for local, _ in connections])):
             peers.update({tuple(local): rank for local in mine})
-        lines = transport.gloo_lines(env.rank, connections, peers,
-                                     lab_measure.interface_addresses())  # fmt: skip
+        addresses = lab_measure.interface_addresses()
+        store = int(os.environ.get("MASTER_PORT", env.master_port))
+        lines = transport.gloo_lines(env.rank, connections, peers, addresses, store)
         for line in lines:
             distributed.print_line(line)
     return result, sum(lab_measure.gather(lines), [])
 
 
-def record(args, env, device, threads, nodes, copies, ranks, allreduce, links) -> dict:
+def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce,
+           links) -> dict:  # fmt: skip
     losses = ranks[0]["losses"]
     images = args.batch_size * args.steps * env.world_size
     per_node = env.local_world_size
@@ -177,7 +188,8 @@ def record(args, env, device, threads, nodes, copies, ranks, allreduce, links) -
     if energy["joules"] is not None:
         energy = {**energy, "joules": sum(r["joules"] for r in ranks)}
     gpus = [r["gpu"] for r in ranks if r["gpu"] is not None]
-    launcher = "slurm" if os.environ.get("SLURM_JOB_ID") else "local"
+    launcher = os.environ.get(LAUNCHER_VARIABLE) or (
+        "slurm" if os.environ.get("SLURM_JOB_ID") else "local")  # fmt: skip
     cpu = reference.device_name(torch.device("cpu")) if device.type == "cpu" else None
     return {
         "record": lab_records.KIND, "schema": lab_records.SCHEMA, "study": args.study,
@@ -197,7 +209,8 @@ def record(args, env, device, threads, nodes, copies, ranks, allreduce, links) -
         "utilisation": {"cpu_percent": statistics.fmean(r["cpu"] for r in ranks),
                         "gpu_percent": statistics.fmean(gpus) if gpus else None},
         "energy": energy,
-        "staging": {"copies": copies},
+        "staging": {"copies": copies, "base": str(staged.base.path),
+                    "base_from": staged.base.source},
         "allreduce": {"bytes": allreduce.nbytes, "ranks": allreduce.ranks,
                       "seconds": allreduce.seconds, "algbw": allreduce.algbw,
                       "busbw": allreduce.busbw},
@@ -214,7 +227,8 @@ def main(argv=None) -> int:
     allreduce, links = show_transport(args, env, device)
     nodes = lab_measure.gather(node)
     if distributed.is_main_process():
-        result = record(args, env, device, threads, nodes, copies, ranks, allreduce, links)
+        result = record(args, env, device, threads, nodes, staged, copies, ranks, allreduce,
+                        links)  # fmt: skip
         path = lab_records.save(result, args.out)
         distributed.print_line(
             f"record {result['name']}: {result['throughput']:,.0f} images/s, "
@@ -222,6 +236,7 @@ def main(argv=None) -> int:
             f"node(s), written to {path}"
         )
     distributed.barrier()
+    staging.release(staged, env.local_world_size)  # the node's last rank removes the copy
     distributed.cleanup()
     return 0
 
