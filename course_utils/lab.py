@@ -38,6 +38,7 @@ LAUNCHER_VARIABLE = "COURSE_LAB_LAUNCHER"  # "slurm" or "local": chosen, not pro
 SCRIPT_VARIABLE = "COURSE_LAB_SCRIPT"  # the digest of the batch script a run came from
 PROGRAM = "course_utils.jobs.lab_train"
 STAGING_PROGRAM = "course_utils.jobs.lab_staging"
+REFERENCE = "lab_cluster"  # the CI Slurm cluster's records (benchmarks.lab_cluster records them)
 SCRIPTS = {name: REPO_ROOT / "slurm" / f"lab_{name}.sh" for name in ("scaling", "sweep", "staging")}
 
 
@@ -180,17 +181,23 @@ def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1
 
 
 def submit(name: str, script: Path, args: list, shape: Shape | None, logs: Path,
-           timeout: float = 600, array: str | None = None) -> Run:  # fmt: skip
-    """`sbatch --wait` the script (at `shape`, when given; as an `array` such as "0-2%2") and
-    return its exit code (an array's: the worst task's) and log(s). The job runs in the current
-    folder; its log goes to <logs>/<name>-<job id>.out (an array's to <name>-<id>_<task>.out)."""
+           timeout: float = 600, array: str | None = None, options=()) -> Run:  # fmt: skip
+    """`sbatch --wait` the script (at `shape`, when given; as an `array` such as "0-2%2"; with
+    more sbatch `options`) and return its exit code (an array's: the worst task's) and log(s).
+    The job runs in the current folder; its log goes to <logs>/<name>-<job id>.out (an array's
+    to <name>-<id>_<task>.out)."""
     logs.mkdir(parents=True, exist_ok=True)
     output = logs / (f"{name}-%A_%a.out" if array else f"{name}-%j.out")
-    sbatch_options = [f"--array={array}"] if array else []
+    sbatch_options = [*([f"--array={array}"] if array else []), *options]
     size = shape.sbatch_options() if shape else []
     cmd = ["sbatch", "--wait", f"--output={output}", *size, *sbatch_options, str(script),
            *map(str, args)]  # fmt: skip
-    env = {**os.environ, LAUNCHER_VARIABLE: "slurm", SCRIPT_VARIABLE: digest(script.read_text())}
+    env = {
+        **os.environ,
+        "COURSE_DIR": os.environ.get("COURSE_DIR") or str(REPO_ROOT),  # for `source .../config.sh`
+        LAUNCHER_VARIABLE: "slurm",
+        SCRIPT_VARIABLE: digest(script.read_text()),
+    }
     done = processes.run(cmd, timeout=timeout, env=env)
     job = done.stdout.split()[-1] if done.stdout.strip() else ""
     files = sorted(logs.glob(f"{name}-{job}[._]*out")) if job.isdigit() else []
@@ -224,16 +231,21 @@ def scaling(
     threads: int = 1,
     logs: Path | None = None,
     together: bool = True,
+    cpus_per_task: int | None = None,
 ) -> list[Run]:
     """The same training at each shape: one job each on Slurm (submitted together, unless
-    `together` is False), one launch after the other here (they would share its cores)."""
+    `together` is False; `cpus_per_task` overrides the script's), one launch after the other
+    here, with `threads` per rank (they would share the machine's cores)."""
     extra = ["--steps", steps]
     logs = logs or Path(records) / "logs"
+    options = (f"--cpus-per-task={cpus_per_task}",) if cpus_per_task else ()
 
     def task(shape: Shape):
         if launcher.kind == "slurm":
             args = _program_args(data, records, "scaling", extra)
-            return functools.partial(submit, shape.name, SCRIPTS["scaling"], args, shape, logs)
+            return functools.partial(
+                submit, shape.name, SCRIPTS["scaling"], args, shape, logs, options=options
+            )
         args = _program_args(data, records, "scaling", [*extra, "--threads", threads])
         return functools.partial(local_run, shape.name, PROGRAM, args, shape, threads)
 
@@ -250,6 +262,7 @@ def sweep(
     steps: int = 10,
     threads: int = 1,
     logs: Path | None = None,
+    cpus_per_task: int | None = None,
 ) -> list[Run]:
     """One run per learning rate: on Slurm one array of len(lrs) tasks, at most `throttle` at a
     time (--array=0-N%K); here `throttle` launches at a time."""
@@ -258,7 +271,10 @@ def sweep(
     if launcher.kind == "slurm":
         args = _program_args(data, records, "sweep", ["--steps", steps, "--lrs", values])
         array = f"0-{len(lrs) - 1}%{throttle}"
-        job = functools.partial(submit, "sweep", SCRIPTS["sweep"], args, None, logs, array=array)
+        options = (f"--cpus-per-task={cpus_per_task}",) if cpus_per_task else ()
+        job = functools.partial(
+            submit, "sweep", SCRIPTS["sweep"], args, None, logs, array=array, options=options
+        )
         return _run_all([job], 1, logs)
     one = Shape(1, 1)
 
