@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--out", type=Path, default=paths.REFERENCE_DIR / f"{NAME}.json")
     p.add_argument("--cpus-per-task", type=int, default=1)
-    p.add_argument("--lrs", default="0.02,0.05,0.1")
+    p.add_argument("--lrs", default="0.02,0.1,0.3")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="lab-cluster-", dir=Path.cwd()))
     try:

@@ -3,7 +3,7 @@ this machine (a laptop, the grading sandbox), the same program with the same opt
 
     launcher = lab.find_launcher()                  # Launcher("slurm", why) or ("local", why)
     runs = lab.scaling(launcher, data, records)     # 1, 2 and 4 ranks on one node, 2 nodes x 2
-    lab.sweep(launcher, data, records, [0.02, 0.05, 0.1], throttle=2)
+    lab.sweep(launcher, data, records, [0.02, 0.1, 0.3], throttle=2)
 
 On Slurm each shape is one job of slurm/lab_scaling.sh, its size given to sbatch on the command
 line (which overrides the script's header); the sweep is one throttled array of
@@ -259,7 +259,7 @@ def sweep(
     records: Path,
     lrs,
     throttle: int = 2,
-    steps: int = 10,
+    steps: int = 40,
     threads: int = 1,
     logs: Path | None = None,
     cpus_per_task: int | None = None,

@@ -10,7 +10,7 @@
 #SBATCH --output=%x-%A_%a.out
 # Lesson 10's sweep: one training per learning rate, as a job array. Task i (SLURM_ARRAY_TASK_ID)
 # trains with the i-th value of --lrs and writes one record, as the scaling jobs do:
-#     sbatch slurm/lab_sweep.sh --data runs/10/data --out runs/10/records --lrs 0.02,0.05,0.1
+#     sbatch slurm/lab_sweep.sh --data runs/10/data --out runs/10/records --lrs 0.02,0.1,0.3
 # --array=0-2%2 runs 3 tasks, at most 2 at a time (the %: a throttle, so a sweep of hundreds does
 # not take the whole partition); for 8 values: sbatch --array=0-7%2 slurm/lab_sweep.sh ...
 # CPU variant (gloo, no GPU used): COURSE_DEVICE=cpu sbatch slurm/lab_sweep.sh ...

@@ -215,7 +215,7 @@ def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce,
                       "seconds": allreduce.seconds, "algbw": allreduce.algbw,
                       "busbw": allreduce.busbw},
         "transport": transport.diagnose("\n".join(links)) if links else None,
-        "loss": {"first": losses[0], "last": losses[-1]},
+        "loss": {"first": statistics.fmean(losses[:5]), "last": statistics.fmean(losses[-5:])},
     }  # fmt: skip
 
 
