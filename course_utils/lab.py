@@ -286,17 +286,17 @@ def sweep(
     return _run_all([task(i) for i in range(len(lrs))], throttle, logs)
 
 
-def stage_and_measure(
-    launcher: Launcher, data: Path, out: Path, shape: Shape = Shape(2, 2), logs: Path | None = None
-) -> Run:
-    """The staging program at `shape`: every rank stages (one copy per node), the first rank
-    of each node times reading the data set from the shared folder and from its copy."""
+def stage_and_measure(launcher: Launcher, data: Path, out: Path, logs: Path | None = None) -> Run:
+    """The staging program: on Slurm at 2 nodes x 2 tasks (every rank stages, one copy per
+    node), here as one process (it is torch-free: torchrun would add nothing but its own
+    start-up; the scaling runs stage on two emulated nodes). The first rank of each node times
+    reading the data set from the shared folder and from its copy."""
     args = ["--data", str(Path(data).resolve()), "--out", str(Path(out).resolve())]
     logs = logs or Path(out) / "logs"
     if launcher.kind == "slurm":
-        task = functools.partial(submit, "staging", SCRIPTS["staging"], args, shape, logs)
+        task = functools.partial(submit, "staging", SCRIPTS["staging"], args, Shape(2, 2), logs)
     else:
-        task = functools.partial(local_run, "staging", STAGING_PROGRAM, args, shape)
+        task = functools.partial(local_run, "staging", STAGING_PROGRAM, args, Shape(1, 1))
     return _run_all([task], 1, logs)[0]
 
 

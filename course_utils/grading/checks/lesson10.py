@@ -3,7 +3,7 @@
 10.1 runs the learner's staging function in real processes (course_utils.jobs.lab_stage_answer),
      the ranks of a node at the same moment: 2 nodes x 2 ranks with SLURM_TMPDIR, 1 node x 2
      with TMPDIR only, 1 rank with neither; Python's audit hooks count who read the archive.
-10.2 reads the learner's scaling script as sbatch does, then runs it at 1 node x 2 tasks:
+10.2 reads the learner's scaling script as sbatch does, then runs it at 1 node x 1 task:
      submitted where a Slurm controller answers, else its srun line's program under torchrun
      here (lab.run_script); the record it wrote must carry the script's digest.
 10.3 names the transport in the learner's own 2-node run's log, in the CI cluster's recorded
@@ -47,7 +47,7 @@ from course_utils.nccl_excerpts import EXCERPTS
 from course_utils.ranks import local_launch_environ
 from course_utils.staging import NODE_VARIABLE
 
-CHECK_SHAPE = lab.Shape(1, 2)
+CHECK_SHAPE = lab.Shape(1, 1)  # the set's other sizes come from sbatch's own options
 
 
 def where(launcher: lab.Launcher) -> str:
@@ -286,7 +286,7 @@ def check_scaling_script(scaling_script, folder="runs/10"):
     run = lab.run_script(text, CHECK_SHAPE, launcher, _data(folder), records, folder / "check")
     if not run.ok:
         raise CheckFailed(
-            f"your script at 1 node x 2 tasks ended with {_ended(run)} {where(launcher)}; its "
+            f"your script at 1 node x 1 task ended with {_ended(run)} {where(launcher)}; its "
             f"last lines:\n{run.tail()}"
         )
     try:
@@ -297,9 +297,9 @@ def check_scaling_script(scaling_script, folder="runs/10"):
     expect(len(mine) == 1, "one record from this script (its digest in the label)",
            [r["label"]["script"] for r in found])  # fmt: skip
     ranks = (mine[0]["configuration"]["nodes"], mine[0]["configuration"]["ranks"])
-    expect(ranks == (1, 2), "1 node and 2 ranks in the record", ranks)
-    return ("the header read as sbatch reads it, srun gets its CPUs and GPU binding, and 2 ranks "
-            f"ran it and wrote a valid record {where(launcher)}")  # fmt: skip
+    expect(ranks == (1, 1), "1 node and 1 rank in the record", ranks)
+    return ("the header read as sbatch reads it, srun gets its CPUs and GPU binding, and it ran "
+            f"and wrote a valid record {where(launcher)}")  # fmt: skip
 
 
 # ---- 10.3 the transport ----------------------------------------------------------------------
