@@ -38,10 +38,10 @@ def record(work: Path, cpus_per_task: int, lrs: list[float]) -> dict:
     if launcher.kind != "slurm":
         raise SystemExit(f"no Slurm cluster to record: {launcher.why}")
     data, records = work / "data", work / "records"
-    lab_data.write_dataset(data, images=1024)
+    written = lab_data.write_dataset(data)
     failed = []
     staged = lab.stage_and_measure(launcher, data, work / "staging")
-    runs = lab.scaling(launcher, data, records, together=False, cpus_per_task=cpus_per_task)
+    runs = lab.scaling(launcher, data, records, cpus_per_task=cpus_per_task)
     runs += lab.sweep(launcher, data, records, lrs, cpus_per_task=cpus_per_task)
     failed = [r for r in [staged, *runs] if not r.ok]
     if failed:
@@ -53,7 +53,7 @@ def record(work: Path, cpus_per_task: int, lrs: list[float]) -> dict:
         "benchmark": NAME, "device": first["machine"], "device_type": "cpu",
         "torch": first["torch"], "date": datetime.date.today().isoformat(),
         "commit": paths.commit(), "launcher": "slurm",
-        "settings": {"cpus_per_task": cpus_per_task, "images": 1024, "lrs": lrs,
+        "settings": {"cpus_per_task": cpus_per_task, "images": written.files, "lrs": lrs,
                      "jobs": "one after the other (the nodes share one machine's cores)"},
         "records": [r for r in found if r["study"] == "scaling"],
         "sweep": [r for r in found if r["study"] == "sweep"],

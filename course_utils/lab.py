@@ -227,15 +227,15 @@ def scaling(
     data: Path,
     records: Path,
     shapes=SHAPES,
-    steps: int = 10,
+    steps: int = 8,
     threads: int = 1,
     logs: Path | None = None,
-    together: bool = True,
+    together: bool = False,
     cpus_per_task: int | None = None,
 ) -> list[Run]:
-    """The same training at each shape: one job each on Slurm (submitted together, unless
-    `together` is False; `cpus_per_task` overrides the script's), one launch after the other
-    here, with `threads` per rank (they would share the machine's cores)."""
+    """The same training at each shape, one run after the other, so that no run measures
+    another sharing its node: one job each on Slurm (all submitted at once with `together`;
+    `cpus_per_task` overrides the script's), one launch each here, `threads` per rank."""
     extra = ["--steps", steps]
     logs = logs or Path(records) / "logs"
     options = (f"--cpus-per-task={cpus_per_task}",) if cpus_per_task else ()

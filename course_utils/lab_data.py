@@ -22,6 +22,7 @@ from course_utils.data import SyntheticCIFAR10
 
 IMAGES = "images"  # the folder of small files
 ARCHIVE = "images.tar"  # the same folder as one archive
+DEFAULT_IMAGES = 512  # many small files, yet quick to unpack on a 2-core laptop
 _NAME = re.compile(r"^(\d+)_(\d)\.npy$")
 
 
@@ -35,7 +36,7 @@ class OnDisk:
     nbytes: int
 
 
-def write_dataset(root: str | os.PathLike, images: int = 2048, seed: int = 0) -> OnDisk:
+def write_dataset(root: str | os.PathLike, images: int = DEFAULT_IMAGES, seed: int = 0) -> OnDisk:
     """Write `images` synthetic pictures under `root`: images/<index>_<class>.npy and images.tar.
 
     Written again only when the folder holds another count (a lesson run repeats quickly)."""

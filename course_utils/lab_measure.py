@@ -45,7 +45,7 @@ def communication_share(with_sync: float, without_sync: float) -> float:
     return max(0.0, 1.0 - without_sync / with_sync)
 
 
-def exposed_communication(ddp, inputs, targets, loss_fn, device, repeats: int = 4) -> float:
+def exposed_communication(ddp, inputs, targets, loss_fn, device, repeats: int = 3) -> float:
     """`communication_share` of forward + backward on one batch: `repeats` times with DDP's
     gradient all-reduce, `repeats` times inside `ddp.no_sync()` (gradients stay local), in
     turns. The optimizer is not stepped, so the replicas stay identical."""
@@ -67,7 +67,12 @@ def exposed_communication(ddp, inputs, targets, loss_fn, device, repeats: int = 
     return communication_share(statistics.median(synced), statistics.median(local))
 
 
-def allreduce_seconds(nbytes: int, device, iterations: int = 10, warmup: int = 2) -> float:
+ALLREDUCE_ITERATIONS = 5  # timed, after 2 untimed
+
+
+def allreduce_seconds(
+    nbytes: int, device, iterations: int = ALLREDUCE_ITERATIONS, warmup: int = 2
+) -> float:
     """Median seconds of one all-reduce of `nbytes` (float32) on every rank of the group."""
     tensor = torch.ones(max(1, nbytes // 4), device=device)
     times = []

@@ -50,8 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--study", choices=lab_records.STUDIES, default="scaling")
     p.add_argument("--name", default=None, help="default: NODESxRANKS_PER_NODE, or lr-LR")
     p.add_argument("--batch-size", type=int, default=32, help="per rank (weak scaling)")
-    p.add_argument("--steps", type=int, default=10, help="timed steps, after the warm-up")
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=8, help="timed steps, after the warm-up")
+    p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--lrs", default=None, help="a sweep's values, e.g. 0.02,0.05,0.1")
     p.add_argument("--index", type=int, default=None, help="which of --lrs (default: the "
@@ -74,7 +74,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 def join(args):
     env = distributed.DistEnv.from_environ()
     per_node = env.local_world_size if env.source == "torchrun" else 1
-    threads = hpc.configure_threads(args.threads or max(1, hpc.allocated_cpus() // per_node))
+    # never more threads than CPUs this process may run on (a site without core binding)
+    cpus = min(hpc.allocated_cpus(), hpc.affinity_cpus())
+    threads = hpc.configure_threads(args.threads or max(1, cpus // per_node))
     device = local_device(env.local_rank, env.local_world_size,
                           "cpu" if args.disable_cuda else None)  # fmt: skip
     distributed.init_process_group(None, env, timeout=args.timeout, device=device)
@@ -162,7 +164,8 @@ def show_transport(args, env, device) -> tuple[transport.AllReduce, list[str]]:
     seconds = lab_measure.allreduce_seconds(args.allreduce_bytes, device)
     result = transport.AllReduce(args.allreduce_bytes, env.world_size, seconds)
     distributed.print0(transport.ALLREDUCE_LINE.format(
-        nbytes=result.nbytes, ranks=result.ranks, ms=seconds * 1e3, iters=10))  # fmt: skip
+        nbytes=result.nbytes, ranks=result.ranks, ms=seconds * 1e3,
+        iters=lab_measure.ALLREDUCE_ITERATIONS))  # fmt: skip
     lines = []
     if dist.get_backend() == "gloo":  # NCCL prints its own lines under NCCL_DEBUG=INFO
         connections = lab_measure.tcp_connections()

@@ -268,7 +268,7 @@ def _ended(run: lab.Run) -> str:
 
 def _data(folder: Path) -> Path:
     data = folder / "data"
-    lab_data.write_dataset(data, images=1024)
+    lab_data.write_dataset(data)
     return data
 
 
