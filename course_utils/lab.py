@@ -29,6 +29,7 @@ from pathlib import Path
 
 from course_utils import processes
 from course_utils.files import atomic_write_text
+from course_utils.lab_scripts import PROGRAM, srun_program
 from course_utils.launching import launch
 from course_utils.paths import REPO_ROOT
 from course_utils.ranks import local_launch_environ
@@ -36,7 +37,6 @@ from course_utils.staging import JOB_VARIABLE, NODE_VARIABLE
 
 LAUNCHER_VARIABLE = "COURSE_LAB_LAUNCHER"  # "slurm" or "local": chosen, not probed
 SCRIPT_VARIABLE = "COURSE_LAB_SCRIPT"  # the digest of the batch script a run came from
-PROGRAM = "course_utils.jobs.lab_train"
 STAGING_PROGRAM = "course_utils.jobs.lab_staging"
 REFERENCE = "lab_cluster"  # the CI Slurm cluster's records (benchmarks.lab_cluster records them)
 SCRIPTS = {name: REPO_ROOT / "slurm" / f"lab_{name}.sh" for name in ("scaling", "sweep", "staging")}
@@ -323,43 +323,3 @@ def run_script(
         task = functools.partial(local_run, shape.name, module, program_args, shape, threads,
                                  timeout, script)  # fmt: skip
     return _run_all([task], 1, folder / "logs")[0]
-
-
-def srun_lines(script: str) -> list[str]:
-    """The lines of a batch script that start with srun (comments and blank lines aside)."""
-    return [line.strip() for line in script.splitlines()
-            if line.strip().startswith("srun ") or line.strip() == "srun"]  # fmt: skip
-
-
-def _expand(word: str, args: list[str], variables: dict[str, str]) -> list[str]:
-    if word == "$@":
-        return list(args)
-    for name, value in variables.items():
-        word = word.replace(f"${{{name}}}", value).replace(f"${name}", value)
-    if "$" in word:
-        raise ValueError(
-            f'the local launcher cannot expand {word!r} in the srun line: it knows "$@" and '
-            f"{', '.join('$' + n for n in variables)}"
-        )
-    return [word]
-
-
-def srun_program(script: str, args: list[str], threads: int) -> tuple[str, list[str]]:
-    """(module, its arguments) of the one srun line's `python -m MODULE ...`, with "$@" as
-    `args` and $SLURM_CPUS_PER_TASK as `threads`: what the local launcher starts per rank."""
-    import shlex
-
-    lines = srun_lines(script)
-    if len(lines) != 1:
-        raise ValueError(f"expected one srun line in the script, found {len(lines)}: {lines}")
-    words = shlex.split(lines[0], comments=True)
-    starts = [i for i, w in enumerate(words) if w in ("python", "python3")
-              or w.endswith(("/python", "/python3"))]  # fmt: skip
-    if not starts or words[starts[0] + 1 : starts[0] + 2] != ["-m"] or len(words) < starts[0] + 3:
-        raise ValueError(
-            f"the srun line {lines[0]!r} does not start `python -m MODULE ...`: the lab's "
-            'program runs as a module (python -m course_utils.jobs.lab_train "$@")'
-        )
-    variables = {"SLURM_CPUS_PER_TASK": str(threads)}
-    rest = [x for w in words[starts[0] + 3 :] for x in _expand(w, args, variables)]
-    return words[starts[0] + 2], rest

@@ -24,18 +24,23 @@ from pathlib import Path
 SPAWNS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
 
 
+def reads_archive(event: str, args: tuple, names: set[str]) -> bool:
+    """Whether an audit event reads the archive (whose paths are `names`): an `open` of it, or
+    a command line that names it (tar xf ARCHIVE)."""
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        return path in names or os.path.abspath(path) in names
+    return event in SPAWNS and any(name in repr(args) for name in names)
+
+
 def reads_of(archive: Path) -> list:
-    """A list that grows by one each time this process opens `archive` or starts a command
-    naming it (installed as an audit hook: it cannot be removed)."""
+    """A list that grows by one each time this process reads `archive` (an audit hook, which
+    cannot be removed: this process runs the learner's function once and ends)."""
     names = {str(archive), str(archive.resolve())}
     seen = []
 
     def hook(event, args):
-        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.fsdecode(args[0])
-            if path in names or os.path.abspath(path) in names:
-                seen.append(event)
-        elif event in SPAWNS and any(name in repr(args) for name in names):
+        if reads_archive(event, args, names):
             seen.append(event)
 
     sys.addaudithook(hook)
