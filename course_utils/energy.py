@@ -87,6 +87,20 @@ def _rapl_wrap(root: Path) -> int | None:
     return max(ranges) if ranges else None
 
 
+def nvml_index(device) -> int:
+    """The NVML number of a CUDA device. NVML numbers every GPU of the machine; CUDA only those
+    CUDA_VISIBLE_DEVICES shows (with --gpus-per-task=1 each task's cuda:0 is another GPU).
+    PyTorch's own mapping is private, so it is looked for, not assumed."""
+    import torch
+
+    index = torch.device(device).index or 0
+    mapping = getattr(torch.cuda, "_get_nvml_device_index", None)
+    try:
+        return mapping(index) if mapping else index
+    except Exception:  # no NVML, or a CUDA_VISIBLE_DEVICES it cannot read: CUDA's number
+        return index
+
+
 def nvml_reader(index: int) -> Callable[[], int] | None:
     """A function returning GPU `index`'s total energy in millijoules, or None without NVML
     (nvidia-ml-py not installed, no driver, or a GPU older than Volta)."""
@@ -118,11 +132,11 @@ class EnergyMeter:
         import torch
 
         device = torch.device(device)
-        nvml = nvml_reader(device.index or 0) if device.type == "cuda" else None
+        nvml = nvml_reader(nvml_index(device)) if device.type == "cuda" else None
         rapl = read_rapl(rapl_root)
         source = choose_source(nvml() if nvml else None, rapl, device.type)
         if source == "nvml":
-            meter = cls(source, nvml, 1e-3, None, f"GPU {device.index or 0} (NVML total energy)")
+            meter = cls(source, nvml, 1e-3, None, f"{device} (NVML total energy)")
         elif source == "rapl":
             scope = "CPU packages of the node (RAPL; other jobs on the node included)"
             meter = cls(source, lambda: read_rapl(rapl_root), 1e-6, _rapl_wrap(rapl_root), scope)

@@ -37,6 +37,15 @@ def timed_steps(step: Callable, batches: Iterable, device, warmup: int) -> tuple
     return seconds, losses
 
 
+def threads_per_rank(allocated: int, mine: set[int], on_machine: list[set[int]]) -> int:
+    """Torch threads for a rank: its allocated CPUs, but no more than its share of the CPUs it
+    may run on, shared with the ranks on its machine (itself included in `on_machine`) whose
+    CPUs overlap its own. With core binding each rank has its own; without it (torchrun's
+    workers in one task, a site that does not confine tasks) 4 ranks on 2 CPUs get 1 each."""
+    sharers = max(1, sum(1 for cpus in on_machine if cpus & mine))
+    return max(1, min(allocated, len(mine) // sharers))
+
+
 def communication_share(with_sync: float, without_sync: float) -> float:
     """Share of a step spent waiting for the gradient all-reduce: 1 - t(no sync) / t(sync),
     from two medians of the same forward and backward; 0 when syncing cost nothing visible."""

@@ -64,6 +64,16 @@ def test_a_meter_on_rapl_counts_joules(tmp_path):
 def test_a_meter_on_nvml_counts_the_gpus_millijoules(monkeypatch, tmp_path):
     readings = iter([1_000, 1_000, 4_500])  # the probe, start and stop, in mJ
     monkeypatch.setattr(energy, "nvml_reader", lambda index: lambda: next(readings))
+    monkeypatch.setattr(energy, "nvml_index", lambda device: 0)
     used = energy.EnergyMeter.start("cuda:0", rapl_root=tmp_path).stop()
     assert (used.joules, used.source) == (pytest.approx(3.5), "nvml")
-    assert used.scope == "GPU 0 (NVML total energy)"
+    assert used.scope == "cuda:0 (NVML total energy)"
+
+
+def test_the_nvml_number_follows_cuda_visible_devices(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "_get_nvml_device_index", lambda i: i + 2, raising=False)
+    assert energy.nvml_index("cuda:1") == 3  # CUDA_VISIBLE_DEVICES=2,3: cuda:1 is GPU 3
+    monkeypatch.delattr(torch.cuda, "_get_nvml_device_index")
+    assert energy.nvml_index("cuda:1") == 1

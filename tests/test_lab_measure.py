@@ -27,3 +27,12 @@ def test_timed_steps_leave_the_warm_up_out():
 
 def test_interface_addresses_name_the_loopback():
     assert lab_measure.interface_addresses().get("127.0.0.1") is not None
+
+
+def test_threads_per_rank_share_the_cpus_that_ranks_share():
+    bound = [{0, 1, 2, 3}, {4, 5, 6, 7}]  # core binding: each rank its own CPUs
+    assert lab_measure.threads_per_rank(4, {0, 1, 2, 3}, bound) == 4
+    assert lab_measure.threads_per_rank(4, {0, 1}, [{0, 1}] * 4) == 1  # 4 ranks, 2 shared CPUs
+    assert lab_measure.threads_per_rank(8, set(range(8)), [set(range(8))] * 2) == 4  # torchrun
+    assert lab_measure.threads_per_rank(4, {0, 1}, [{0, 1}]) == 2  # alone, on fewer CPUs
+    assert lab_measure.threads_per_rank(1, set(range(16)), [set(range(16))]) == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
 from pathlib import Path
 
@@ -73,13 +74,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def join(args):
     env = distributed.DistEnv.from_environ()
-    per_node = env.local_world_size if env.source == "torchrun" else 1
-    # never more threads than CPUs this process may run on (a site without core binding)
-    cpus = min(hpc.allocated_cpus(), hpc.affinity_cpus())
-    threads = hpc.configure_threads(args.threads or max(1, cpus // per_node))
     device = local_device(env.local_rank, env.local_world_size,
                           "cpu" if args.disable_cuda else None)  # fmt: skip
     distributed.init_process_group(None, env, timeout=args.timeout, device=device)
+    # the CPUs this rank may run on, and those of the ranks on its machine: without core
+    # binding (torchrun's workers in one task, a site that does not confine tasks) they share
+    mine = sorted(os.sched_getaffinity(0))
+    machine = socket.gethostname()
+    shared = [set(cpus) for host, cpus in lab_measure.gather((machine, mine)) if host == machine]
+    threads = args.threads or lab_measure.threads_per_rank(hpc.allocated_cpus(), set(mine), shared)
+    threads = hpc.configure_threads(threads)
     node = staging.node_name(os.environ)
     distributed.print_line(
         f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {node}: joined, "

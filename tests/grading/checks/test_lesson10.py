@@ -75,9 +75,14 @@ def test_10_3_gdrdma_is_not_ignored_and_names_are_checked(runs):
     assert vague.message.startswith("your own 2-node run's log: expected one of ['p2p', 'shm',")
 
 
-def test_10_3_needs_the_learners_own_run(tmp_path):
-    result = run_check("10.3", diagnose_transport, tmp_path)
-    assert result.verdict == "failed" and "run the scaling study above first" in result.message
+def test_10_3_and_10_4_without_runs_of_ones_own_say_so(tmp_path):
+    # the message differs from the reference's, so a grader's comparison gives no points
+    transport_only = run_check("10.3", diagnose_transport, tmp_path)
+    assert transport_only.passed and transport_only.message.startswith(
+        "named the transport in the logs the check brought; no 2-node log of yours yet in "
+    )
+    records_only = run_check("10.4", decide, tmp_path)
+    assert records_only.passed and "no scaling records of yours yet" in records_only.message
 
 
 # ---- 10.4 ------------------------------------------------------------------------------------
