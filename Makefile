@@ -13,7 +13,7 @@ KERNEL := $(VENV)/share/jupyter/kernels/course/kernel.json
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 # kernel_watch: a notebook whose kernel dies (segfault, os._exit) fails that cell at once.
 NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra \
-	-p course_utils.grading.kernel_watch
+	-p course_utils.grading.runner.kernel_watch
 SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 

@@ -29,4 +29,4 @@ TensorBoard (lesson 08): in a JupyterLab terminal run  tensorboard --logdir runs
 and add  -L 6006:localhost:6006  to the ssh command above; open http://localhost:6006
 INFO
 
-srun jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 --IdentityProvider.token="$token" --ServerApp.root_dir="$COURSE_DIR/notebooks" "${root_flag[@]}"
+srun -c "$SLURM_CPUS_PER_TASK" jupyter lab --no-browser --ip=127.0.0.1 --port="$port" --ServerApp.port_retries=0 --IdentityProvider.token="$token" --ServerApp.root_dir="$COURSE_DIR/notebooks" "${root_flag[@]}"
