@@ -14,10 +14,10 @@ Options avoid prefixes of torchrun's own (torchrun rejects an ambiguous `--n`).
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -41,33 +41,40 @@ from course_utils import (
 )
 from course_utils.device import local_device
 from course_utils.energy import EnergyMeter
+from course_utils.job_config import option, parse, parser, shared
 from course_utils.lab import LAUNCHER_VARIABLE, SCRIPT_VARIABLE
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, required=True, help=f"folder holding {lab_data.ARCHIVE}")
-    p.add_argument("--out", type=Path, required=True, help="records folder (rank 0 writes)")
-    p.add_argument("--study", choices=lab_records.STUDIES, default="scaling")
-    p.add_argument("--name", default=None, help="default: NODESxRANKS_PER_NODE, or lr-LR")
-    p.add_argument("--batch-size", type=int, default=32, help="per rank (weak scaling)")
-    p.add_argument("--steps", type=int, default=8, help="timed steps, after the warm-up")
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--lrs", default=None, help="a sweep's values, e.g. 0.02,0.05,0.1")
-    p.add_argument("--index", type=int, default=None, help="which of --lrs (default: the "
-                   "array task, SLURM_ARRAY_TASK_ID)")  # fmt: skip
-    p.add_argument("--threads", type=int, default=None, help="per rank (default: its CPUs)")
-    p.add_argument("--allreduce-bytes", type=int, default=4 << 20)
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for all ranks")
-    p.add_argument("--disable-cuda", action="store_true", help="train on the CPU (gloo)")
-    args = p.parse_args(argv)
+@dataclass(kw_only=True)
+class Options:
+    data: Path = option(help=f"folder holding {lab_data.ARCHIVE}")
+    out: Path = option(help="records folder (rank 0 writes)")
+    study: str = option("scaling", "what the record belongs to", choices=lab_records.STUDIES)
+    name: str | None = option(None, "default: NODESxRANKS_PER_NODE, or lr-LR")
+    batch_size: int = shared("batch_size", 32)  # per rank (weak scaling)
+    steps: int = shared("steps", 8)  # timed steps, after the warm-up
+    warmup: int = option(1, "untimed steps first", minimum=0)
+    lr: float = shared("lr", 0.05)
+    lrs: str | None = option(None, "a sweep's values, e.g. 0.02,0.05,0.1")
+    index: int | None = option(
+        None, "which of --lrs (default: the array task, SLURM_ARRAY_TASK_ID)", minimum=0
+    )
+    threads: int | None = shared("threads")
+    allreduce_bytes: int = option(4 << 20, "bytes the all-reduce benchmark sums", minimum=1)
+    timeout: float = option(60.0, "seconds to wait for all ranks")
+    disable_cuda: bool = shared("disable_cuda")
+
+
+def parse_args(argv=None) -> Options:
+    args = parse(Options, argv, __doc__)
     if args.lrs:
         values = [float(v) for v in args.lrs.split(",")]
         index = args.index if args.index is not None else os.environ.get("SLURM_ARRAY_TASK_ID")
         if index is None or not 0 <= int(index) < len(values):
-            p.error(f"--lrs has {len(values)} values: pass --index 0..{len(values) - 1} or run "
-                    "as an array task (SLURM_ARRAY_TASK_ID)")  # fmt: skip
+            parser(Options, __doc__).error(
+                f"--lrs has {len(values)} values: pass --index 0..{len(values) - 1} or run "
+                "as an array task (SLURM_ARRAY_TASK_ID)"
+            )
         args.lr, args.study = values[int(index)], "sweep"
     return args
 
