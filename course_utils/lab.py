@@ -314,7 +314,7 @@ def run_script(
     line starts, under torchrun, with the script's digest in the run's record."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lab_scaling_yours.sh"
-    path.write_text(script)
+    atomic_write_text(path, script)
     args = _program_args(data, records, "check")
     if launcher.kind == "slurm":
         task = functools.partial(submit, shape.name, path, args, shape, folder / "logs", timeout)

@@ -8,6 +8,7 @@ systems slow. The pictures are the course's synthetic stand-in (`data.SyntheticC
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from torch.utils.data import Dataset
 
 from course_utils import staging
 from course_utils.data import SyntheticCIFAR10
+from course_utils.files import atomic_write
 
 IMAGES = "images"  # the folder of small files
 ARCHIVE = "images.tar"  # the same folder as one archive
@@ -52,7 +54,7 @@ def write_dataset(root: str | os.PathLike, images: int = DEFAULT_IMAGES, seed: i
         pictures = SyntheticCIFAR10(train=True, size=images, seed=seed)
         as_bytes = ((pictures.data * 0.25 + 0.5).clamp(0, 1) * 255).round().to(torch.uint8)
         for i, (picture, label) in enumerate(zip(as_bytes.numpy(), pictures.targets.tolist())):
-            np.save(folder / f"{i:05d}_{label}.npy", picture)
+            atomic_write(folder / f"{i:05d}_{label}.npy", functools.partial(np.save, arr=picture))
         staging.make_archive(folder, archive)
     sizes = [p.stat().st_size for p in folder.glob("*.npy")]
     return OnDisk(folder, archive, len(sizes), sum(sizes))

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.files import atomic_write_text
+from course_utils.files import atomic_write, atomic_write_text
 
 BASE_VARIABLES = ("SLURM_TMPDIR", "TMPDIR")  # in the order they are tried
 FALLBACK = "/tmp"
@@ -171,7 +171,7 @@ def release(staged: Staged, ranks_on_node: int, timeout: float = 300) -> bool:
     with _lock(_lock_file(target), timeout):
         left = int(tally.read_text()) + 1 if tally.exists() else 1
         if left < ranks_on_node:
-            tally.write_text(str(left))
+            atomic_write_text(tally, str(left))
             return False
         shutil.rmtree(target, ignore_errors=True)
         tally.unlink(missing_ok=True)
@@ -186,11 +186,12 @@ def release(staged: Staged, ranks_on_node: int, timeout: float = 300) -> bool:
 def make_archive(folder: str | os.PathLike, archive: str | os.PathLike) -> Path:
     """One uncompressed tar of `folder` (its files are already compact); written atomically."""
     folder, archive = Path(folder), Path(archive)
-    partial = archive.with_name(f".{archive.name}.{os.getpid()}.partial")
-    with tarfile.open(partial, "w") as tar:
-        tar.add(folder, arcname=folder.name)
-    os.replace(partial, archive)
-    return archive
+
+    def write(f) -> None:
+        with tarfile.TarFile(fileobj=f, mode="w") as tar:
+            tar.add(folder, arcname=folder.name)
+
+    return atomic_write(archive, write)
 
 
 @dataclass(frozen=True)
