@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from course_utils.energy import NOT_REPORTED
 from course_utils.tables import text_table
 
 THRESHOLD = 0.8
@@ -28,6 +29,9 @@ class Row:
     communication_share: float
     speedup: float
     efficiency: float
+    joules: float | None = None  # the run's energy, where the hardware reported it
+    energy_source: str = "not reported"  # "nvml", "rapl" or "not reported"
+    images: int = 0  # images the run's timed steps trained (all ranks)
 
     @property
     def hours(self) -> float:
@@ -38,6 +42,15 @@ class Row:
     def rank_hours(self) -> float:
         """GPU-hours (rank-hours) the same work costs: what the allocation is billed."""
         return self.hours * self.ranks
+
+    @property
+    def kilojoules_per_work(self) -> float | None:
+        """kJ to train WORK images at this run's energy per image, or None where no counter
+        answered. The meter spans the whole training (its warm-up step and the communication
+        probe too), so this is an upper bound of the timed steps' energy."""
+        if self.joules is None or self.images <= 0:
+            return None
+        return self.joules / self.images * WORK / 1e3
 
 
 def efficiency(throughput: float, baseline: float, ranks: int) -> float:
@@ -63,8 +76,11 @@ def scaling_rows(records: list[dict]) -> list[Row]:
     for r in records:
         c = r["configuration"]
         speedup = r["throughput"] / base
+        energy = r.get("energy") or {}
         rows.append(Row(r["name"], c["nodes"], c["ranks"], r["throughput"], r["step_time"],
-                        r["communication_share"], speedup, speedup / c["ranks"]))  # fmt: skip
+                        r["communication_share"], speedup, speedup / c["ranks"],
+                        energy.get("joules"), energy.get("source", NOT_REPORTED),
+                        c["batch_per_rank"] * c["steps"] * c["ranks"]))  # fmt: skip
     return sorted(rows, key=lambda row: (row.ranks, row.nodes))
 
 
@@ -97,14 +113,23 @@ def ranks_to_ask(rows: list[Row], threshold: float = THRESHOLD) -> Decision:
 
 def table(rows: list[Row]) -> str:
     header = ["run", "nodes", "ranks", "images/s", "step ms", "comm %", "speed-up",
-              "efficiency", f"h per {WORK:,.0f} img", "rank-hours"]  # fmt: skip
+              "efficiency", f"h per {WORK:,.0f} img", "rank-hours", "energy",
+              f"kJ per {WORK:,.0f} img"]  # fmt: skip
     body = [
         [r.name, r.nodes, r.ranks, round(r.throughput), r.step_time * 1e3,
          round(100 * r.communication_share), round(r.speedup, 2), f"{r.efficiency:.0%}",
-         round(r.hours, 3), round(r.rank_hours, 3)]
+         round(r.hours, 3), round(r.rank_hours, 3), energy_text(r),
+         NOT_REPORTED if r.kilojoules_per_work is None else round(r.kilojoules_per_work, 1)]
         for r in rows
     ]  # fmt: skip
     return text_table(header, body)
+
+
+def energy_text(row: Row) -> str:
+    """ "812 J (nvml)", or "not reported" where no counter answered."""
+    if row.joules is None:
+        return NOT_REPORTED
+    return f"{row.joules:,.0f} J ({row.energy_source})"
 
 
 def plot(rows: list[Row], threshold: float = THRESHOLD, title: str = ""):

@@ -4,6 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import re  # noqa: E402
+
 import pytest  # noqa: E402
 from lab_fixtures import record, study  # noqa: E402
 
@@ -74,3 +76,19 @@ def test_sweep_table_is_sorted_by_learning_rate():
     runs = [record(f"lr-{lr}", study="sweep", lr=lr) for lr in (0.3, 0.02, 0.1)]
     lines = scaling.sweep_table(runs).splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["lr-0.02", "lr-0.1", "lr-0.3"]
+
+
+def test_energy_per_run_and_per_work_where_the_hardware_reported_it():
+    records = study({"1x2": 0.9})
+    records[1]["energy"] = {"joules": 640.0, "source": "nvml", "scope": "cuda:0 (NVML)"}
+    one, two = scaling.scaling_rows(records)
+    assert (one.joules, one.kilojoules_per_work) == (None, None)
+    # 1x2 trained 32 images x 8 steps x 2 ranks = 512 images with 640 J: 1.25 J per image
+    assert two.images == 512
+    assert two.kilojoules_per_work == pytest.approx(1.25 * scaling.WORK / 1e3)
+    header, first, second = (
+        re.split(r"\s{2,}", line) for line in scaling.table([one, two]).splitlines()
+    )
+    assert header[-2:] == ["energy", "kJ per 1,000,000 img"]
+    assert first[-2:] == ["not reported", "not reported"]
+    assert second[-2:] == ["640 J (nvml)", "1,250.0"]
