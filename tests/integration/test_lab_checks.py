@@ -117,6 +117,7 @@ def test_10_2_a_script_whose_program_fails_is_reported_with_its_lines(answers, t
     monkeypatch.setenv(lab.LAUNCHER_VARIABLE, "local")
     broken = answers.scaling_script().replace('lab_train "$@"', 'lab_train --batch-size 0 "$@"')
     result = run_check("10.2", lambda: broken, tmp_path)
-    said = "your script at 1 node x 1 task ended with exit code 1 [via local torchrun: no Slurm"
+    # job_config refuses the option before training starts: a usage error, exit code 2
+    said = "your script at 1 node x 1 task ended with exit code 2 [via local torchrun: no Slurm"
     assert result.message.startswith(said), result.message
-    assert "batch_size=0 must be at least 1" in result.message
+    assert "--batch-size 0: must be at least 1" in result.message
