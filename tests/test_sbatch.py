@@ -46,6 +46,14 @@ def test_bad_values_name_the_value_and_the_form():
         sbatch.memory_mb("lots")
 
 
+def test_gpus_per_task_count_per_node():
+    assert sbatch.read_request("#SBATCH --ntasks=1\n#SBATCH --gpus-per-task=1").gpus_per_node == 1
+    four = "#SBATCH --nodes=1\n#SBATCH --ntasks=4\n#SBATCH --gpus-per-task=1"
+    assert sbatch.read_request(four).gpus_per_node == 4
+    two_nodes = "#SBATCH -N 2\n#SBATCH --ntasks-per-node=2\n#SBATCH --gpus-per-task=1"
+    assert sbatch.read_request(two_nodes).gpus_per_node == 2
+
+
 def test_gpus_from_gres_gpus_per_node_and_gpus():
     assert sbatch.read_request("#SBATCH --gpus-per-node=2").gpus_per_node == 2
     assert sbatch.read_request("#SBATCH -N 2\n#SBATCH --gpus=4").gpus_per_node == 2

@@ -16,5 +16,8 @@
     stacks            py-spy every rank of a Slurm job on this node (09)  slurm/stacks.sh
     memory_peak       peak memory of a step: big batch, accumulation, checkpointing (09)
     loader_memory     DataLoader workers that each copy a file, or share it (09) slurm/loader_oom.sh
+    lab_train         stage, train, measure, record (10)  slurm/lab_scaling.sh, lab_sweep.sh
+    lab_staging       stage once per node, time small files, an archive (10)  slurm/lab_staging.sh
+    lab_stage_answer  runs a learner's staging function as one rank (exercise 10.1's check)
 Each program's options are in its `parse_args`; it imports lesson helpers, never the other way.
 """

@@ -1,0 +1,93 @@
+"""Run a learner's staging function as one rank of a job would (exercise 10.1's check).
+
+    python -m course_utils.jobs.lab_stage_answer ANSWER.py ARCHIVE GO_FILE
+
+The check starts one of these per rank, with the rank's job variables (SLURM_JOB_ID,
+SLURMD_NODENAME, SLURM_TMPDIR or TMPDIR ...) in its environment. Each waits for GO_FILE, so
+that the ranks of a node call the function at the same moment, then calls
+`stage_dataset(ARCHIVE, dict(os.environ))` from ANSWER.py and prints one JSON line: the folder
+it returned, how many of the archive's files were there, whole, when it returned, and whether
+this process read the archive, as Python's audit hooks saw it (an `open` of the archive, or a
+command that names it). Torch-free.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+SPAWNS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
+
+
+def reads_archive(event: str, args: tuple, names: set[str]) -> bool:
+    """Whether an audit event reads the archive (whose paths are `names`): an `open` of it, or
+    a command line that names it (tar xf ARCHIVE)."""
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        return path in names or os.path.abspath(path) in names
+    return event in SPAWNS and any(name in repr(args) for name in names)
+
+
+def reads_of(archive: Path) -> list:
+    """A list that grows by one each time this process reads `archive` (an audit hook, which
+    cannot be removed: this process runs the learner's function once and ends)."""
+    names = {str(archive), str(archive.resolve())}
+    seen = []
+
+    def hook(event, args):
+        if reads_archive(event, args, names):
+            seen.append(event)
+
+    sys.addaudithook(hook)
+    return seen
+
+
+def members(archive: Path) -> dict[str, int]:
+    """{name: size} of the archive's files (read before the hook is installed)."""
+    with tarfile.open(archive) as tar:
+        return {m.name: m.size for m in tar.getmembers() if m.isfile()}
+
+
+def whole(folder: Path, expected: dict[str, int]) -> int:
+    """How many of the expected files are under `folder`, at their full size."""
+    found = 0
+    for name, size in expected.items():
+        path = folder / name
+        found += path.is_file() and path.stat().st_size == size
+    return found
+
+
+def main(argv=None) -> int:
+    answer, archive, go = (Path(a) for a in (argv or sys.argv[1:]))
+    spec = importlib.util.spec_from_file_location("answer", answer)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = members(archive)
+    deadline = time.monotonic() + 30
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    seen = reads_of(archive)
+    try:
+        returned = module.stage_dataset(archive, dict(os.environ))
+    except NotImplementedError:
+        print(json.dumps({"not_attempted": True}), flush=True)
+        return 0
+    except Exception as e:  # the learner's error, reported to the check
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}), flush=True)
+        return 0
+    folder = Path(returned) if isinstance(returned, (str, os.PathLike)) else None
+    is_dir = bool(folder and folder.is_dir())
+    found = whole(folder, expected) if is_dir else 0
+    report = {"path": str(returned), "is_dir": is_dir, "whole": found,
+              "expected": len(expected), "read_archive": bool(seen)}  # fmt: skip
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

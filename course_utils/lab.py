@@ -1,0 +1,325 @@
+"""Running lesson 10's steps: submitted to Slurm where a cluster answers, else with torchrun on
+this machine (a laptop, the grading sandbox), the same program with the same options.
+
+    launcher = lab.find_launcher()                  # Launcher("slurm", why) or ("local", why)
+    runs = lab.scaling(launcher, data, records)     # 1, 2 and 4 ranks on one node, 2 nodes x 2
+    lab.sweep(launcher, data, records, [0.02, 0.1, 0.3], throttle=2)
+
+On Slurm each shape is one job of slurm/lab_scaling.sh, its size given to sbatch on the command
+line (which overrides the script's header); the sweep is one throttled array of
+slurm/lab_sweep.sh (--array=0-N%K). Locally, one node is `distributed.launch` (torchrun
+--standalone), and two nodes are two torchrun agents on this machine that meet on a free port,
+each naming its node (staging.NODE_VARIABLE) so that each stages its own copy.
+The decision is a plain function of what the machine answered (`choose_launcher`).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import hashlib
+import itertools
+import os
+import shutil
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from course_utils import processes
+from course_utils.files import atomic_write_text
+from course_utils.lab_scripts import PROGRAM, srun_program
+from course_utils.launching import launch
+from course_utils.paths import REPO_ROOT
+from course_utils.ranks import local_launch_environ
+from course_utils.staging import JOB_VARIABLE, NODE_VARIABLE
+
+LAUNCHER_VARIABLE = "COURSE_LAB_LAUNCHER"  # "slurm" or "local": chosen, not probed
+SCRIPT_VARIABLE = "COURSE_LAB_SCRIPT"  # the digest of the batch script a run came from
+STAGING_PROGRAM = "course_utils.jobs.lab_staging"
+REFERENCE = "lab_cluster"  # the CI Slurm cluster's records (benchmarks.lab_cluster records them)
+SCRIPTS = {name: REPO_ROOT / "slurm" / f"lab_{name}.sh" for name in ("scaling", "sweep", "staging")}
+
+
+@dataclass(frozen=True)
+class Launcher:
+    kind: str  # "slurm" or "local"
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.why})"
+
+
+def choose_launcher(override: str | None, sbatch: str | None, sinfo_ok: bool,
+                    sinfo_says: str = "") -> Launcher:  # fmt: skip
+    """Slurm when sbatch is installed and the controller answered sinfo, else local torchrun;
+    `override` (COURSE_LAB_LAUNCHER) decides when set."""
+    if override:
+        if override not in ("slurm", "local"):
+            raise ValueError(
+                f"{LAUNCHER_VARIABLE}={override!r} must be 'slurm' or 'local' (or unset, to ask "
+                "the machine)"
+            )
+        return Launcher(override, f"{LAUNCHER_VARIABLE}={override}")
+    if not sbatch:
+        return Launcher("local", "no Slurm here: sbatch is not installed")
+    if not sinfo_ok:
+        said = f": {sinfo_says.strip().splitlines()[0]}" if sinfo_says.strip() else ""
+        return Launcher("local", f"no Slurm here: sinfo got no answer from a controller{said}")
+    return Launcher("slurm", f"sbatch at {sbatch}, and the controller answered")
+
+
+def find_launcher(environ=None) -> Launcher:
+    """Ask this machine: is there a Slurm controller to submit to?"""
+    environ = os.environ if environ is None else environ
+    override, sbatch = environ.get(LAUNCHER_VARIABLE), shutil.which("sbatch")
+    ok, says = False, ""
+    if sbatch and not override:
+        try:
+            done = processes.run(["sinfo", "-h", "-o", "%t"], timeout=20)
+            ok, says = done.ok and bool(done.stdout.split()), done.stderr or done.describe()
+        except OSError as e:  # sinfo missing beside sbatch
+            says = str(e)
+    return choose_launcher(override, sbatch, ok, says)
+
+
+def digest(script: str) -> str:
+    """A short digest of a batch script's text: records carry it, checks compare it."""
+    return hashlib.sha256(script.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Shape:
+    nodes: int
+    per_node: int
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.per_node
+
+    @property
+    def name(self) -> str:
+        return f"{self.nodes}x{self.per_node}"
+
+    def sbatch_options(self) -> list[str]:
+        """The job's size for sbatch's command line, which overrides the script's header."""
+        return [f"--nodes={self.nodes}", f"--ntasks={self.ranks}",
+                f"--ntasks-per-node={self.per_node}"]  # fmt: skip
+
+
+SHAPES = (Shape(1, 1), Shape(1, 2), Shape(1, 4), Shape(2, 2))
+
+
+@dataclass(frozen=True)
+class Run:
+    """One job or local launch: its name, how it ended and what it printed."""
+
+    name: str
+    launcher: str
+    returncode: int | None
+    output: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self, lines: int = 12) -> str:
+        return "\n".join(self.output.splitlines()[-lines:])
+
+
+_LOCAL_JOBS = itertools.count(1)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _local_nodes(module: str, args: list, shape: Shape, env: dict, timeout: float) -> tuple:
+    """`shape.nodes` torchrun agents on this machine, one per emulated node, that meet on a free
+    port (static rendezvous); returns (exit code, output of every node)."""
+    port = _free_port()
+
+    def agent(node: int):
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={shape.nodes}",
+               f"--node-rank={node}", f"--nproc-per-node={shape.per_node}",
+               "--master-addr=127.0.0.1", f"--master-port={port}", "-m", module, *args]  # fmt: skip
+        return processes.run(cmd, timeout=timeout, merge=True,
+                             env={**env, NODE_VARIABLE: f"node{node}"})  # fmt: skip
+
+    with concurrent.futures.ThreadPoolExecutor(shape.nodes) as pool:
+        done = list(pool.map(agent, range(shape.nodes)))
+    failed = [d for d in done if not d.ok]
+    code = 0 if not failed else (failed[0].returncode if failed[0].returncode is not None else -9)
+    return code, "".join(d.stdout for d in done)
+
+
+def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1,
+              timeout: float = 300, script: str | None = None) -> Run:  # fmt: skip
+    """Run `python -m module args` locally at `shape` with `threads` torch threads per rank."""
+    args = [str(a) for a in args]
+    extra = {
+        "OMP_NUM_THREADS": str(threads),
+        JOB_VARIABLE: f"local-{os.getpid()}-{next(_LOCAL_JOBS)}",  # a new job: a new copy
+        LAUNCHER_VARIABLE: "local",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if script is not None:
+        extra[SCRIPT_VARIABLE] = digest(script)
+    start = time.monotonic()
+    if shape.nodes == 1:
+        done = launch(module, *args, nproc=shape.per_node, env=extra, timeout=timeout,
+                      check=False, echo=False, torchrun=shape.per_node > 1)  # fmt: skip
+        code, output = done.returncode, done.output
+    else:
+        env = {**local_launch_environ().environ, **extra}
+        code, output = _local_nodes(module, args, shape, env, timeout)
+    return Run(name, "local", code, output, time.monotonic() - start)
+
+
+def submit(name: str, script: Path, args: list, shape: Shape | None, logs: Path,
+           timeout: float = 600, array: str | None = None, options=()) -> Run:  # fmt: skip
+    """`sbatch --wait` the script (at `shape`, when given; as an `array` such as "0-2%2"; with
+    more sbatch `options`) and return its exit code (an array's: the worst task's) and log(s).
+    The job runs in the current folder; its log goes to <logs>/<name>-<job id>.out (an array's
+    to <name>-<id>_<task>.out)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    output = logs / (f"{name}-%A_%a.out" if array else f"{name}-%j.out")
+    sbatch_options = [*([f"--array={array}"] if array else []), *options]
+    size = shape.sbatch_options() if shape else []
+    cmd = ["sbatch", "--wait", f"--output={output}", *size, *sbatch_options, str(script),
+           *map(str, args)]  # fmt: skip
+    env = {
+        **os.environ,
+        "COURSE_DIR": os.environ.get("COURSE_DIR") or str(REPO_ROOT),  # for `source .../config.sh`
+        LAUNCHER_VARIABLE: "slurm",
+        SCRIPT_VARIABLE: digest(script.read_text()),
+    }
+    done = processes.run(cmd, timeout=timeout, env=env)
+    job = done.stdout.split()[-1] if done.stdout.strip() else ""
+    files = sorted(logs.glob(f"{name}-{job}[._]*out")) if job.isdigit() else []
+    text = "".join(p.read_text() for p in files) or done.stdout + done.stderr
+    return Run(name, "slurm", done.returncode, text, done.seconds)
+
+
+# ---- the lab's steps ---------------------------------------------------------------------
+
+
+def _program_args(data: Path, records: Path, study: str, extra=()) -> list[str]:
+    return ["--data", str(Path(data).resolve()), "--out", str(Path(records).resolve()),
+            "--study", study, *map(str, extra)]  # fmt: skip
+
+
+def _run_all(tasks, at_once: int, logs: Path) -> list[Run]:
+    """Run the tasks, `at_once` at a time; each run's output is kept as <logs>/<name>.log."""
+    with concurrent.futures.ThreadPoolExecutor(max(1, at_once)) as pool:
+        runs = list(pool.map(lambda task: task(), tasks))
+    for run in runs:
+        atomic_write_text(Path(logs) / f"{run.name}.log", run.output)
+    return runs
+
+
+def scaling(
+    launcher: Launcher,
+    data: Path,
+    records: Path,
+    shapes=SHAPES,
+    steps: int = 8,
+    threads: int = 1,
+    logs: Path | None = None,
+    together: bool = False,
+    cpus_per_task: int | None = None,
+) -> list[Run]:
+    """The same training at each shape, one run after the other, so that no run measures
+    another sharing its node: one job each on Slurm (all submitted at once with `together`;
+    `cpus_per_task` overrides the script's), one launch each here, `threads` per rank."""
+    extra = ["--steps", steps]
+    logs = logs or Path(records) / "logs"
+    options = (f"--cpus-per-task={cpus_per_task}",) if cpus_per_task else ()
+
+    def task(shape: Shape):
+        if launcher.kind == "slurm":
+            args = _program_args(data, records, "scaling", extra)
+            return functools.partial(
+                submit, shape.name, SCRIPTS["scaling"], args, shape, logs, options=options
+            )
+        args = _program_args(data, records, "scaling", [*extra, "--threads", threads])
+        return functools.partial(local_run, shape.name, PROGRAM, args, shape, threads)
+
+    at_once = len(shapes) if launcher.kind == "slurm" and together else 1
+    return _run_all([task(shape) for shape in shapes], at_once, logs)
+
+
+def sweep(
+    launcher: Launcher,
+    data: Path,
+    records: Path,
+    lrs,
+    throttle: int = 2,
+    steps: int = 40,
+    threads: int = 1,
+    logs: Path | None = None,
+    cpus_per_task: int | None = None,
+) -> list[Run]:
+    """One run per learning rate: on Slurm one array of len(lrs) tasks, at most `throttle` at a
+    time (--array=0-N%K); here `throttle` launches at a time."""
+    values = ",".join(f"{lr:g}" for lr in lrs)
+    logs = logs or Path(records) / "logs"
+    if launcher.kind == "slurm":
+        args = _program_args(data, records, "sweep", ["--steps", steps, "--lrs", values])
+        array = f"0-{len(lrs) - 1}%{throttle}"
+        options = (f"--cpus-per-task={cpus_per_task}",) if cpus_per_task else ()
+        job = functools.partial(
+            submit, "sweep", SCRIPTS["sweep"], args, None, logs, array=array, options=options
+        )
+        return _run_all([job], 1, logs)
+    one = Shape(1, 1)
+
+    def task(index: int):
+        options = ["--steps", steps, "--lrs", values, "--index", index, "--threads", threads]
+        args = _program_args(data, records, "sweep", options)
+        return functools.partial(local_run, f"sweep-{index}", PROGRAM, args, one, threads)
+
+    return _run_all([task(i) for i in range(len(lrs))], throttle, logs)
+
+
+def stage_and_measure(launcher: Launcher, data: Path, out: Path, logs: Path | None = None) -> Run:
+    """The staging program: on Slurm at 2 nodes x 2 tasks (every rank stages, one copy per
+    node), here as one process (it is torch-free: torchrun would add nothing but its own
+    start-up; the scaling runs stage on two emulated nodes). The first rank of each node times
+    reading the data set from the shared folder and from its copy."""
+    args = ["--data", str(Path(data).resolve()), "--out", str(Path(out).resolve())]
+    logs = logs or Path(out) / "logs"
+    if launcher.kind == "slurm":
+        task = functools.partial(submit, "staging", SCRIPTS["staging"], args, Shape(2, 2), logs)
+    else:
+        task = functools.partial(local_run, "staging", STAGING_PROGRAM, args, Shape(1, 1))
+    return _run_all([task], 1, logs)[0]
+
+
+def run_script(
+    script: str,
+    shape: Shape,
+    launcher: Launcher,
+    data: Path,
+    records: Path,
+    folder: Path,
+    threads: int = 1,
+    timeout: float = 300,
+) -> Run:
+    """A batch script (a learner's) at `shape`: submitted on Slurm; here, the program its srun
+    line starts, under torchrun, with the script's digest in the run's record."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "lab_scaling_yours.sh"
+    atomic_write_text(path, script)
+    args = _program_args(data, records, "check")
+    if launcher.kind == "slurm":
+        task = functools.partial(submit, shape.name, path, args, shape, folder / "logs", timeout)
+    else:
+        module, program_args = srun_program(script, args, threads)
+        task = functools.partial(local_run, shape.name, module, program_args, shape, threads,
+                                 timeout, script)  # fmt: skip
+    return _run_all([task], 1, folder / "logs")[0]

@@ -1,0 +1,80 @@
+"""The lab's data set on disk: many small image files and the same files as one archive.
+
+Lesson 10 stages it onto node-local disk (`staging.stage`) and trains from the copy. Each image
+is one small `.npy` file (3x32x32 bytes, as CIFAR-10 stores a picture), named with its index and
+class: the layout of data sets that keep one file per sample, which is what makes shared file
+systems slow. The pictures are the course's synthetic stand-in (`data.SyntheticCIFAR10`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from course_utils import staging
+from course_utils.data import SyntheticCIFAR10
+from course_utils.files import atomic_write
+
+IMAGES = "images"  # the folder of small files
+ARCHIVE = "images.tar"  # the same folder as one archive
+DEFAULT_IMAGES = 512  # many small files, yet quick to unpack on a 2-core laptop
+_NAME = re.compile(r"^(\d+)_(\d)\.npy$")
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    """The data set written by `write_dataset`."""
+
+    folder: Path  # the small files
+    archive: Path
+    files: int
+    nbytes: int
+
+
+def write_dataset(root: str | os.PathLike, images: int = DEFAULT_IMAGES, seed: int = 0) -> OnDisk:
+    """Write `images` synthetic pictures under `root`: images/<index>_<class>.npy and images.tar.
+
+    Written again only when the folder holds another count (a lesson run repeats quickly)."""
+    if images < 1:
+        raise ValueError(f"images={images} must be at least 1")
+    root = Path(root)
+    folder, archive = root / IMAGES, root / ARCHIVE
+    existing = sorted(folder.glob("*.npy")) if folder.is_dir() else []
+    if len(existing) != images or not archive.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in existing:
+            old.unlink()
+        pictures = SyntheticCIFAR10(train=True, size=images, seed=seed)
+        as_bytes = ((pictures.data * 0.25 + 0.5).clamp(0, 1) * 255).round().to(torch.uint8)
+        for i, (picture, label) in enumerate(zip(as_bytes.numpy(), pictures.targets.tolist())):
+            atomic_write(folder / f"{i:05d}_{label}.npy", functools.partial(np.save, arr=picture))
+        staging.make_archive(folder, archive)
+    sizes = [p.stat().st_size for p in folder.glob("*.npy")]
+    return OnDisk(folder, archive, len(sizes), sum(sizes))
+
+
+class FolderImages(Dataset):
+    """The small files of `folder` (a staged copy or the shared one), read one per sample."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.files = sorted(Path(folder).glob("*.npy"))
+        if not self.files:
+            raise ValueError(
+                f"no .npy images in {folder}: stage the archive first (staging.stage) or "
+                "write the data set (lab_data.write_dataset)"
+            )
+        self.targets = [int(_NAME.match(p.name)[2]) for p in self.files]
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int):
+        picture = torch.from_numpy(np.load(self.files[index]))
+        return (picture.float() / 255 - 0.5) / 0.25, self.targets[index]

@@ -1,0 +1,167 @@
+"""Speed-up, parallel efficiency and how many GPUs to ask for, from a scaling study's records.
+Taught in lesson 10.
+
+Weak scaling, as the lab runs it: every rank keeps its batch, so n ranks do n times the work per
+step. speed-up(n) = throughput(n) / throughput(1); efficiency(n) = speed-up(n) / n (1.0 is
+perfect). The rule the lesson states: ask for the most GPUs whose efficiency stays at or above a
+threshold (0.8 by default: beyond it each added GPU buys less than 0.8 of a GPU's work, and the
+job's GPU-hours grow by more than a quarter for the same work).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from course_utils.energy import NOT_REPORTED
+from course_utils.tables import text_table
+
+THRESHOLD = 0.8
+WORK = 1_000_000  # images: the fixed amount of work the cost columns are computed for
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    nodes: int
+    ranks: int
+    throughput: float  # images/s of the whole job
+    step_time: float  # seconds, median
+    communication_share: float
+    speedup: float
+    efficiency: float
+    joules: float | None = None  # the run's energy, where the hardware reported it
+    energy_source: str = "not reported"  # "nvml", "rapl" or "not reported"
+    images: int = 0  # images the run's timed steps trained (all ranks)
+
+    @property
+    def hours(self) -> float:
+        """Wall hours to train WORK images."""
+        return WORK / self.throughput / 3600
+
+    @property
+    def rank_hours(self) -> float:
+        """GPU-hours (rank-hours) the same work costs: what the allocation is billed."""
+        return self.hours * self.ranks
+
+    @property
+    def kilojoules_per_work(self) -> float | None:
+        """kJ to train WORK images at this run's energy per image, or None where no counter
+        answered. The meter spans the whole training (its warm-up step and the communication
+        probe too), so this is an upper bound of the timed steps' energy."""
+        if self.joules is None or self.images <= 0:
+            return None
+        return self.joules / self.images * WORK / 1e3
+
+
+def efficiency(throughput: float, baseline: float, ranks: int) -> float:
+    """Parallel efficiency of `ranks` ranks: (throughput / baseline) / ranks."""
+    if baseline <= 0 or throughput < 0 or ranks < 1:
+        raise ValueError(
+            f"baseline={baseline} must be > 0, throughput={throughput} >= 0, ranks={ranks} >= 1"
+        )
+    return throughput / baseline / ranks
+
+
+def scaling_rows(records: list[dict]) -> list[Row]:
+    """One row per record, against the record of 1 rank (exactly one must be there)."""
+    ones = [r for r in records if r["configuration"]["ranks"] == 1]
+    if len(ones) != 1:
+        names = [r["name"] for r in ones]
+        raise ValueError(
+            f"expected exactly one record of 1 rank as the baseline, found {len(ones)} {names}: "
+            "run the 1-rank job (once) first"
+        )
+    base = ones[0]["throughput"]
+    rows = []
+    for r in records:
+        c = r["configuration"]
+        speedup = r["throughput"] / base
+        energy = r.get("energy") or {}
+        rows.append(Row(r["name"], c["nodes"], c["ranks"], r["throughput"], r["step_time"],
+                        r["communication_share"], speedup, speedup / c["ranks"],
+                        energy.get("joules"), energy.get("source", NOT_REPORTED),
+                        c["batch_per_rank"] * c["steps"] * c["ranks"]))  # fmt: skip
+    return sorted(rows, key=lambda row: (row.ranks, row.nodes))
+
+
+@dataclass(frozen=True)
+class Decision:
+    ranks: int
+    nodes: int
+    name: str
+    why: str
+
+
+def ranks_to_ask(rows: list[Row], threshold: float = THRESHOLD) -> Decision:
+    """The most ranks whose efficiency is at least `threshold` (1 rank always qualifies);
+    between two shapes of as many ranks, the more efficient one."""
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold={threshold} must be in (0, 1], e.g. 0.8")
+    good = [row for row in rows if row.ranks == 1 or row.efficiency >= threshold]
+    if not good:
+        raise ValueError("no record of 1 rank among the rows: run the 1-rank job first")
+    best = max(good, key=lambda row: (row.ranks, row.efficiency))
+    above = [row for row in rows if row.ranks > best.ranks]
+    if above:
+        worst = max(above, key=lambda row: row.efficiency)
+        why = (f"{worst.ranks} ranks ({worst.name}) reach only {worst.efficiency:.0%} efficiency, "
+               f"below {threshold:.0%}")  # fmt: skip
+    else:
+        why = f"every shape measured keeps {threshold:.0%} efficiency: measure more ranks"
+    return Decision(best.ranks, best.nodes, best.name, why)
+
+
+def table(rows: list[Row]) -> str:
+    header = ["run", "nodes", "ranks", "images/s", "step ms", "comm %", "speed-up",
+              "efficiency", f"h per {WORK:,.0f} img", "rank-hours", "energy",
+              f"kJ per {WORK:,.0f} img"]  # fmt: skip
+    body = [
+        [r.name, r.nodes, r.ranks, round(r.throughput), r.step_time * 1e3,
+         round(100 * r.communication_share), round(r.speedup, 2), f"{r.efficiency:.0%}",
+         round(r.hours, 3), round(r.rank_hours, 3), energy_text(r),
+         NOT_REPORTED if r.kilojoules_per_work is None else round(r.kilojoules_per_work, 1)]
+        for r in rows
+    ]  # fmt: skip
+    return text_table(header, body)
+
+
+def energy_text(row: Row) -> str:
+    """ "812 J (nvml)", or "not reported" where no counter answered."""
+    if row.joules is None:
+        return NOT_REPORTED
+    return f"{row.joules:,.0f} J ({row.energy_source})"
+
+
+def plot(rows: list[Row], threshold: float = THRESHOLD, title: str = ""):
+    """One figure: speed-up (left axis, with the ideal line) and efficiency (right axis, with the
+    threshold) against ranks; each point named by its run (nodes x ranks per node)."""
+    import matplotlib.pyplot as plt
+
+    fig, speed = plt.subplots(figsize=(6.4, 4))
+    ranks = [r.ranks for r in rows]
+    top = max(ranks)
+    speed.plot([1, top], [1, top], ":", color="grey", label="ideal speed-up")
+    speed.plot(ranks, [r.speedup for r in rows], "o-", color="tab:blue", label="speed-up")
+    for r in rows:
+        speed.annotate(r.name, (r.ranks, r.speedup), textcoords="offset points", xytext=(4, 4))
+    speed.set_xlabel("ranks (processes, one per GPU on a GPU node)")
+    speed.set_ylabel("speed-up over 1 rank (x)")
+    eff = speed.twinx()
+    eff.plot(ranks, [100 * r.efficiency for r in rows], "s--", color="tab:red",
+             label="parallel efficiency")  # fmt: skip
+    eff.axhline(100 * threshold, color="tab:red", linewidth=0.8, alpha=0.5)
+    eff.set_ylabel("parallel efficiency (%)")
+    eff.set_ylim(0, 110)
+    lines = speed.get_legend_handles_labels()[0] + eff.get_legend_handles_labels()[0]
+    speed.legend(lines, [line.get_label() for line in lines], loc="upper left")
+    speed.set_title(title or "Weak scaling: speed-up and efficiency against ranks")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_table(records: list[dict]) -> str:
+    """The sweep's runs, by learning rate: final loss and throughput."""
+    rows = sorted(records, key=lambda r: r["configuration"]["lr"])
+    body = [[r["name"], r["configuration"]["lr"], round(r["loss"]["last"], 4),
+             round(r["throughput"])] for r in rows]  # fmt: skip
+    return text_table(["run", "lr", "last loss", "images/s"], body)

@@ -1,0 +1,35 @@
+#!/bin/bash
+#SBATCH --job-name=lab-scaling
+#SBATCH --nodes=1
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=4
+#SBATCH --gpus-per-task=1
+#SBATCH --mem-per-cpu=1G
+#SBATCH --time=00:10:00
+#SBATCH --output=%x-%j.out
+# Lesson 10's scaling study: the same training (course_utils.jobs.lab_train) at 1, 2 and 4 ranks
+# on one node and at 2 nodes x 2, one job per size; sbatch's own options override the header:
+#     for size in "-N1 -n1" "-N1 -n2" "-N1 -n4" "-N2 -n4 --ntasks-per-node=2"; do
+#         sbatch $size slurm/lab_scaling.sh --data runs/10/data --out runs/10/records
+#     done
+# (the lesson's notebook submits exactly these: course_utils.lab.scaling). Each node stages the
+# data set on its own disk once (SLURM_TMPDIR, else TMPDIR, else /tmp) and the ranks train on
+# that copy; rank 0 writes one JSON record. srun is given the CPUs per task explicitly (some
+# Slurm releases, 22.05 to 23.02, do not pass the job's --cpus-per-task on to srun) and, on
+# GPUs, one GPU per task, the one closest to the task's CPUs. NCCL_DEBUG=INFO makes NCCL name
+# its transport in the log (INIT and NET lines only).
+# CPU variant (gloo, no GPU used): COURSE_DEVICE=cpu sbatch slurm/lab_scaling.sh ...
+set -euo pipefail
+# sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record
+# (the first Command=: an array task's record can list the other tasks too).
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p' | sed -n 1p)
+# shellcheck source=slurm/config.sh
+source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
+course_activate
+course_master
+export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
+export NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
+gpus=(--gpus-per-task=1 --gpu-bind=closest)
+if course_cpu; then gpus=(); fi
+
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${gpus[@]}" "${course_task[@]}" python -m course_utils.jobs.lab_train "$@"

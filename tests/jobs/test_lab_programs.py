@@ -1,0 +1,48 @@
+"""course_utils.jobs.lab_train and lab_stage_answer: options and the pieces that need no process
+group (runs: tests/integration/test_lab_local.py, test_lab_slurm.py)."""
+
+import pytest
+
+from course_utils.jobs import lab_stage_answer, lab_train
+
+
+def test_a_sweep_task_picks_its_learning_rate(monkeypatch, tmp_path):
+    base = ["--data", str(tmp_path), "--out", str(tmp_path)]
+    args = lab_train.parse_args([*base, "--lrs", "0.02,0.1,0.3", "--index", "2"])
+    assert (args.lr, args.study) == (0.3, "sweep")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")  # an array task, as sbatch --array sets it
+    assert lab_train.parse_args([*base, "--lrs", "0.02,0.1,0.3"]).lr == 0.1
+    assert lab_train.parse_args(base).study == "scaling"
+
+
+def test_a_sweep_task_outside_the_values_is_refused(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
+    with pytest.raises(SystemExit):
+        lab_train.parse_args(["--data", str(tmp_path), "--out", str(tmp_path), "--lrs", "0.1"])
+    assert "--lrs has 1 values: pass --index 0..0" in capsys.readouterr().err
+
+
+class _Sampler:
+    def __init__(self):
+        self.epochs = []
+
+    def set_epoch(self, epoch):
+        self.epochs.append(epoch)
+
+
+def test_batches_start_a_new_epoch_when_the_loader_runs_out():
+    sampler = _Sampler()
+    got = list(lab_train.batches(["a", "b", "c"], sampler, 7))
+    assert got == ["a", "b", "c", "a", "b", "c", "a"] and sampler.epochs == [0, 1, 2]
+
+
+def test_what_counts_as_reading_the_archive():
+    names = {"/data/images.tar"}
+    assert lab_stage_answer.reads_archive("open", ("/data/images.tar", "rb", 0), names)
+    assert lab_stage_answer.reads_archive("open", (b"/data/images.tar", "r", 0), names)
+    assert not lab_stage_answer.reads_archive("open", ("/data/other", "rb", 0), names)
+    assert not lab_stage_answer.reads_archive("open", (3, "rb", 0), names)  # a descriptor
+    assert lab_stage_answer.reads_archive("os.system", (b"tar xf /data/images.tar -C /t",), names)
+    spawn = ("tar", ["tar", "xf", "/data/images.tar"], None, None)
+    assert lab_stage_answer.reads_archive("subprocess.Popen", spawn, names)
+    assert not lab_stage_answer.reads_archive("os.listdir", ("/data/images.tar",), names)

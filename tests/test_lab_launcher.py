@@ -1,0 +1,51 @@
+"""lab: who launches lesson 10's steps (Slurm or local torchrun), the sizes of the study, and
+how a batch script's srun line becomes a local launch. No process is started: the answers of
+`sinfo` are injected (processes.run replaced), the launches are tested in tests/integration."""
+
+import pytest
+
+from course_utils import lab, processes
+
+
+def test_slurm_when_a_controller_answers_else_local():
+    assert lab.choose_launcher(None, "/usr/bin/sbatch", True).kind == "slurm"
+    none = lab.choose_launcher(None, None, False)
+    assert (none.kind, none.why) == ("local", "no Slurm here: sbatch is not installed")
+    down = lab.choose_launcher(None, "/usr/bin/sbatch", False, "sinfo: error: Unable to contact\n")
+    assert down.kind == "local" and down.why.endswith(": sinfo: error: Unable to contact")
+
+
+def test_the_variable_decides_when_set():
+    assert lab.choose_launcher("local", "/usr/bin/sbatch", True).kind == "local"
+    assert lab.choose_launcher("slurm", None, False).why == "COURSE_LAB_LAUNCHER=slurm"
+    with pytest.raises(ValueError, match="COURSE_LAB_LAUNCHER='pbs' must be 'slurm' or 'local'"):
+        lab.choose_launcher("pbs", None, False)
+
+
+def _answers(monkeypatch, sbatch, stdout="", returncode=0):
+    calls = []
+
+    def run(command, **kwargs):
+        calls.append(command)
+        return processes.Finished(tuple(command), returncode, stdout, "", 0.1)
+
+    monkeypatch.setattr(lab.shutil, "which", lambda name: sbatch)
+    monkeypatch.setattr(processes, "run", run)
+    return calls
+
+
+def test_find_launcher_asks_sinfo(monkeypatch):
+    calls = _answers(monkeypatch, "/usr/bin/sbatch", stdout="idle\nidle\n")
+    assert lab.find_launcher({}).kind == "slurm" and calls == [["sinfo", "-h", "-o", "%t"]]
+    _answers(monkeypatch, "/usr/bin/sbatch", returncode=1)
+    assert lab.find_launcher({}).kind == "local"
+    calls = _answers(monkeypatch, None)
+    assert lab.find_launcher({}).kind == "local" and calls == []
+    calls = _answers(monkeypatch, "/usr/bin/sbatch")
+    assert lab.find_launcher({lab.LAUNCHER_VARIABLE: "local"}).kind == "local" and calls == []
+
+
+def test_the_study_sizes():
+    assert [s.name for s in lab.SHAPES] == ["1x1", "1x2", "1x4", "2x2"]
+    assert lab.Shape(2, 2).sbatch_options() == ["--nodes=2", "--ntasks=4", "--ntasks-per-node=2"]
+    assert lab.digest("a") != lab.digest("b") and len(lab.digest("a")) == 16
