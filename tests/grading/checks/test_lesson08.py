@@ -65,7 +65,6 @@ def _name_the_bottleneck(model, loader, optimizer, trace_path):
 def test_name_the_bottleneck_reads_the_learners_own_trace():
     result = run_check("08.3", _name_the_bottleneck)
     assert result.passed, result.message
-    assert "named compute (" in result.message and "and loader (" in result.message
 
     def guesses(model, loader, optimizer, trace_path):  # no profile at all
         return "compute"
