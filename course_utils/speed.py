@@ -136,11 +136,12 @@ def tune(
     baseline.
 
     `retry`: a compute-side step dropped before a loader-side step was kept was judged while the
-    loader may have limited the job, where no compute fix can show; each such step is measured
-    once more against the final recipe, in order, and its second verdict appended (a row with
-    `retried=True`). `pairs` > 0: measure the best recipe and the candidate alternately, `pairs`
-    times each, and compare the medians, so a change in the machine's load between steps is not
-    taken for the step's effect (2 x `pairs` measurements per step instead of 1). Each result
+    loader may have limited the job, where no compute fix can show; after the first pass each
+    such step is measured once more, in order, against the best recipe then (re-tries kept
+    before it included), and its second verdict appended (a row with `retried=True`).
+    `pairs` > 0: measure the best recipe and the candidate alternately, `pairs` times each, and
+    compare the medians, so a change in the machine's load between steps is not taken for the
+    step's effect (2 x `pairs` measurements per step instead of 1). Each result
     carries both rates its verdict compares. `measure_fn(recipe) -> images/s` replaces `measure`
     (tests pass a fake)."""
     device = torch.device(device)
