@@ -43,9 +43,10 @@ def run(
                      "warmup_steps": warmup, "pairs": pairs, "batch_sizes": list(batch_sizes),
                      "dataset": f"synthetic CIFAR-10, {dataset_size}",
                      "steady_allocator": steady},
+        "tune_method": speed.TUNE_METHOD,
         "steps": [
             {"step": r.step, "images_per_second": r.images_per_second, "kept": r.kept,
-             "note": r.note, "best_per_second": r.best_per_second}
+             "note": r.note, "best_per_second": r.best_per_second, "retried": r.retried}
             for r in results
         ],
         "naive_recipe": vars(throughput.NAIVE),

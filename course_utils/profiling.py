@@ -1,7 +1,8 @@
 """Where the time goes (lessons 03, 04 and 08): torch.profiler made quiet and readable (profile a
 call, export its trace, read the trace back), with each operator's self time
 (`operator_self_times`, lesson 03) and the dtypes its inputs had (`dtypes_by_operator`: what ran
-in bfloat16 under autocast, lesson 04); and line_profiler over the documentation's training loop,
+in bfloat16 under autocast, lesson 04); the share of a loop spent waiting for its batches
+(`loading_share`, exercise 08.3); and line_profiler over the documentation's training loop,
 one statement per line (`profile_lines`, `line_report`, `documentation_loop`, lesson 08)."""
 
 from __future__ import annotations
@@ -74,6 +75,29 @@ def busiest(events: list[dict], top: int = 5) -> list[tuple[str, float]]:
     for e in events:
         total[e["name"]] += float(e["dur"])
     return total.most_common(top)
+
+
+# torch's DataLoader names each batch it hands out "enumerate(DataLoader)#<its iterator>.__next__"
+LOADER_EVENT = "enumerate(DataLoader)#"
+
+
+def loading_share(events: list[dict]) -> float:
+    """The share of a profiled training loop spent waiting for the DataLoader's batches.
+
+    `events`: a trace's complete events (`read_trace`). The loop's span runs from the first
+    batch fetched to the last event's end; the share is the fetches' total time over it. A
+    trace that holds no fetch (the loader was not iterated inside the profile) is a ValueError.
+    """
+    ops = [e for e in events if e.get("cat") != "Trace"]  # the profiler's own span
+    fetches = [e for e in ops if e["name"].startswith(LOADER_EVENT)]
+    if not fetches:
+        raise ValueError(
+            f"no {LOADER_EVENT}... events in the trace: the loader was not iterated inside the "
+            "profile; profile the whole loop, the `for` over the loader included"
+        )
+    start = min(float(e["ts"]) for e in fetches)
+    end = max(float(e["ts"]) + float(e["dur"]) for e in ops)
+    return sum(float(e["dur"]) for e in fetches) / (end - start)
 
 
 def line_report(profiler) -> str:

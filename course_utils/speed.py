@@ -2,10 +2,12 @@
 
 `tuning_steps` lists the changes the cluster documentation recommends, in order; `tune` applies
 them to a Recipe one at a time, measures each (`throughput.measure`), and keeps a change only
-when it made training measurably faster on this device. Steps that cannot run here (pinned
-memory without a GPU) are skipped with the reason. `compare` measures two Recipes side by side;
-`results_table` and `plot_steps` show the steps; `bottleneck` (exercise 08.2's reference answer)
-says whether loading or computing limits a job.
+when it made training measurably faster on this device. A compute-side step dropped while the
+loader still limited the job is tried again once a loader-side step has moved the bottleneck
+(lesson 08.2's rule: a fix to the part that does not limit the job cannot show). Steps that
+cannot run here (pinned memory without a GPU) are skipped with the reason. `compare` measures
+two Recipes side by side; `results_table` and `plot_steps` show the steps; `bottleneck`
+(exercise 08.2's reference answer) says whether loading or computing limits a job.
 
 The harness and its neighbours keep their names here, as lesson 08 uses them (`speed.measure`,
 `speed.NAIVE`, ...): the Recipe and its measurement live in `course_utils.throughput`, the malloc
@@ -42,6 +44,11 @@ from course_utils.throughput import (  # noqa: F401  (lesson 08, benchmarks)
     train_steps,
 )
 
+SIDES = ("loader", "compute")
+# How `tune` judges steps, stored with each benchmark record so a plot can say which method
+# produced it (records without it predate the re-try).
+TUNE_METHOD = "one step at a time; compute-side steps dropped while loader-bound re-tried after"
+
 
 @dataclass(frozen=True)
 class Step:
@@ -51,6 +58,11 @@ class Step:
     changes: dict = field(default_factory=dict)
     needs: str | None = None  # "cuda": skipped elsewhere
     why: str = ""
+    side: str = "compute"  # "loader": it speeds up feeding batches; "compute": the step itself
+
+    def __post_init__(self):
+        if self.side not in SIDES:
+            raise ValueError(f"side={self.side!r} is not one of {SIDES}; pass one of those")
 
     def applies_to(self, device: torch.device) -> bool:
         return self.needs is None or torch.device(device).type == self.needs
@@ -70,9 +82,9 @@ def tuning_steps(
         *(Step(f"batch size {b}", {"batch_size": b},
                why="fewer, larger steps: less Python and launch overhead per image")
           for b in batch_sizes),
-        Step(f"{cpus} DataLoader workers", {"num_workers": cpus},
+        Step(f"{cpus} DataLoader workers", {"num_workers": cpus}, side="loader",
              why="prepare batches in parallel with training (one per allocated CPU)"),
-        Step("pinned memory, non_blocking", {"pin_memory": True}, needs="cuda",
+        Step("pinned memory, non_blocking", {"pin_memory": True}, needs="cuda", side="loader",
              why="page-locked buffers: direct, asynchronous copies to the GPU"),
         Step("channels_last", {"channels_last": True},
              why="NHWC layout, what tensor-core and oneDNN convolutions prefer"),
@@ -88,6 +100,7 @@ def tuning_steps(
              why="record the step's kernel launches once, replay them: no launch overhead per "
                  "kernel; needs static shapes and no host sync inside the step"),
         Step("batches from memory", {"loader": "memory", "num_workers": 0, "pin_memory": False},
+             side="loader",
              why="the whole data set as one tensor on the device: no per-image collate, no copy"),
     ]  # fmt: skip
     return [s for s in steps if compile or not s.changes.get("compile")]
@@ -100,6 +113,7 @@ class StepResult:
     kept: bool
     note: str  # why it was kept, dropped or skipped
     best_per_second: float | None = None  # the best recipe's rate, measured beside the candidate
+    retried: bool = False  # a second verdict, after a loader-side step moved the bottleneck
 
     @property
     def skipped(self) -> bool:
@@ -114,15 +128,22 @@ def tune(
     threshold: float = 0.03,
     pairs: int = 0,
     measure_fn: Callable[[Recipe], float] | None = None,
+    retry: bool = True,
     **measure_kwargs,
 ) -> tuple[Recipe, list[StepResult]]:
     """Apply `steps` one at a time; keep a step when it is more than `threshold` (3%) faster than
-    the best so far. Returns the tuned Recipe and one StepResult per step, starting with the
-    baseline. `pairs` > 0: measure the best recipe and the candidate alternately, `pairs` times
-    each, and compare the medians, so a change in the machine's load between steps is not taken
-    for the step's effect (costs 2 x `pairs` measurements per step instead of 1). Each result
-    carries both rates its verdict compares, so a table of them agrees with its verdicts.
-    `measure_fn(recipe) -> images/s` replaces `measure` (tests pass a fake)."""
+    the best so far. Returns the tuned Recipe and one StepResult per verdict, starting with the
+    baseline.
+
+    `retry`: a compute-side step dropped before a loader-side step was kept was judged while the
+    loader may have limited the job, where no compute fix can show; after the first pass each
+    such step is measured once more, in order, against the best recipe then (re-tries kept
+    before it included), and its second verdict appended (a row with `retried=True`).
+    `pairs` > 0: measure the best recipe and the candidate alternately, `pairs` times each, and
+    compare the medians, so a change in the machine's load between steps is not taken for the
+    step's effect (2 x `pairs` measurements per step instead of 1). Each result
+    carries both rates its verdict compares. `measure_fn(recipe) -> images/s` replaces `measure`
+    (tests pass a fake)."""
     device = torch.device(device)
     steps = tuning_steps() if steps is None else steps
     if measure_fn is None:
@@ -130,25 +151,52 @@ def tune(
         def measure_fn(recipe):
             return measure(recipe, dataset, device, **measure_kwargs)
 
-    best_rate = measure_fn(start)
-    results = [StepResult("baseline (documentation script)", best_rate, True, "as written")]
-    best = start
+    judge = _Judge(measure_fn, start, threshold, pairs)
+    results = [StepResult("baseline (documentation script)", judge.best_rate, True, "as written")]
+    pending, to_retry = [], []  # compute-side steps dropped; (step, the loader step kept after)
     for step in steps:
         if not step.applies_to(device):
             note = f"skipped here: needs {step.needs}, running on {device.type}"
             results.append(StepResult(step.name, None, False, note))
             continue
-        candidate = replace(best, **step.changes)
-        if pairs:
-            best_rate, rate = _alternate(measure_fn, best, candidate, pairs)
+        results.append(judge(step))
+        if results[-1].kept and step.side == "loader":
+            to_retry += [(dropped, step.name) for dropped in pending]
+            pending = []
+        elif not results[-1].kept and step.side == "compute":
+            pending.append(step)
+    if retry:
+        results += [judge.again(step, after) for step, after in to_retry]
+    return judge.best, results
+
+
+class _Judge:
+    """Measures each candidate against the best recipe so far; keeps it when it is faster by
+    more than `threshold`."""
+
+    def __init__(self, measure_fn, start: Recipe, threshold: float, pairs: int):
+        self.measure_fn, self.threshold, self.pairs = measure_fn, threshold, pairs
+        self.best, self.best_rate = start, measure_fn(start)
+
+    def __call__(self, step: Step, name: str | None = None, why: str = "") -> StepResult:
+        candidate = replace(self.best, **step.changes)
+        if self.pairs:
+            self.best_rate, rate = _alternate(self.measure_fn, self.best, candidate, self.pairs)
         else:
-            rate = measure_fn(candidate)
-        kept = rate > best_rate * (1 + threshold)
-        note = f"{rate / best_rate - 1:+.0%} vs best: " + ("kept" if kept else "dropped")
-        results.append(StepResult(step.name, rate, kept, note, best_rate))
+            rate = self.measure_fn(candidate)
+        best_rate, kept = self.best_rate, rate > self.best_rate * (1 + self.threshold)
+        note = f"{rate / best_rate - 1:+.0%} vs best: " + ("kept" if kept else "dropped") + why
         if kept:
-            best, best_rate = candidate, rate
-    return best, results
+            self.best, self.best_rate = candidate, rate
+        return StepResult(name or step.name, rate, kept, note, best_rate, retried=bool(why))
+
+    def again(self, step: Step, after: str) -> StepResult:
+        """A second verdict on a step dropped before the loader-side step `after` was kept."""
+        name, why = f"{step.name} (re-tried)", f" (re-tried after {after!r} was kept)"
+        if replace(self.best, **step.changes) == self.best:
+            return StepResult(name, None, False, "re-try not needed: already in the recipe",
+                              retried=True)  # fmt: skip
+        return self(step, name, why)
 
 
 def _alternate(measure_fn, a: Recipe, b: Recipe, repeats: int) -> tuple[float, float]:
@@ -218,18 +266,25 @@ def bottleneck(loader_rate: float, compute_rate: float, measured_rate: float) ->
 
 
 def plot_steps(rows: list[dict], title: str):
-    """Bar chart of images/s per tuning step (dicts with step, images_per_second, kept);
-    skipped steps are left out. Returns the matplotlib Figure."""
+    """Bar chart of images/s per tuning step (dicts with step, images_per_second, kept, and
+    best_per_second where recorded): each candidate's bar, and beside it the best recipe's rate
+    measured side by side, the two numbers its verdict compared. Skipped steps are left out;
+    a record without the best recipe's rates (taken before they were stored) says so in the
+    title. Returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
 
     measured = [r for r in rows if r["images_per_second"] is not None][::-1]  # first on top
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.barh(
-        [r["step"] for r in measured],
-        [r["images_per_second"] for r in measured],
-        color=["tab:green" if r["kept"] else "tab:gray" for r in measured],
-    )
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.8 + 0.32 * len(measured))))
+    at = range(len(measured))
+    ax.barh([y + 0.2 for y in at], [r["images_per_second"] for r in measured], height=0.4,
+            color=["tab:green" if r["kept"] else "tab:gray" for r in measured])  # fmt: skip
+    best = [r.get("best_per_second") or 0 for r in measured]
+    ax.barh([y - 0.2 for y in at], best, height=0.4, color="tab:blue", alpha=0.5)
+    ax.set_yticks(list(at), [r["step"] for r in measured])
     ax.set_xlabel("training throughput (images/s)")
-    ax.set_title(f"{title}\ngreen: kept, grey: dropped", fontsize=10)
+    legend = "green: kept, grey: dropped"
+    legend += (", blue: the best recipe measured beside it" if any(best) else
+               "; the best recipe's rates beside each verdict were not recorded")  # fmt: skip
+    ax.set_title(f"{title}\n{legend}", fontsize=10)
     fig.tight_layout()
     return fig

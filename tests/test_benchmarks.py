@@ -57,6 +57,8 @@ def test_train_throughput(tmp_path, capsys, monkeypatch):
     assert train_throughput.main(args) == 0
     r = _read(out)
     assert r["benchmark"] == "train_throughput" and r["commit"] == "abc1234"
+    assert r["tune_method"] == speed.TUNE_METHOD  # a plot tells it from the old one-pass records
+    assert all("best_per_second" in s and "retried" in s for s in r["steps"])
     assert r["steps"][0]["step"] == "baseline (documentation script)"
     kept = [s["step"] for s in r["steps"] if s["kept"]]
     assert kept == ["baseline (documentation script)", "batch size 64", "channels_last"]

@@ -65,6 +65,27 @@ def test_line_report_names_the_file_inside_the_course(monkeypatch):
     assert "File: course_utils/profiling.py" in report and str(REPO_ROOT) not in report
 
 
+def _event(name, ts, dur, cat="cpu_op"):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur}
+
+
+def test_loading_share_is_the_fetches_over_the_loops_span():
+    fetch = profiling.LOADER_EVENT + "_SingleProcessDataLoaderIter.__next__"
+    events = [
+        _event("PyTorch Profiler (0)", 0, 1000, cat="Trace"),  # the profiler's own span
+        _event(fetch, 100, 30, cat="user_annotation"),
+        _event("aten::conv2d", 130, 70),
+        _event(fetch, 200, 30, cat="user_annotation"),
+        _event("aten::conv2d", 230, 70),  # the loop ends at 300
+    ]
+    assert profiling.loading_share(events) == 60 / 200
+
+
+def test_loading_share_needs_the_loader_inside_the_profile():
+    with pytest.raises(ValueError, match="the loader was not iterated inside the profile"):
+        profiling.loading_share([_event("aten::conv2d", 0, 10)])
+
+
 def _op(name, ts, dur, tid=1, types=None):
     event = {"name": name, "cat": "cpu_op", "ph": "X", "ts": ts, "dur": dur, "pid": 0, "tid": tid}
     return {**event, "args": {"Input type": types}} if types else event

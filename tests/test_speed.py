@@ -61,6 +61,87 @@ def test_tune_keeps_only_what_measurably_helps():
     assert "batch size 512" in table and "600" in table
 
 
+def _loader_bound_machine(calls=None):
+    """A made-up GPU job that runs as fast as the slower of its loader (500 images/s through a
+    DataLoader, unlimited from memory) and its compute (800 images/s; channels_last x1.5,
+    compile x2): while the DataLoader feeds it, no compute step can show."""
+
+    def rate(recipe):
+        if calls is not None:
+            calls.append(recipe)
+        compute = 800.0 * (1.5 if recipe.channels_last else 1) * (2 if recipe.compile else 1)
+        return min(compute, float("inf") if recipe.loader == "memory" else 500.0)
+
+    return rate
+
+
+def _steps(*names):
+    steps = {s.name: s for s in speed.tuning_steps(cpus=2)}
+    return [steps[n] for n in names]
+
+
+def test_tune_retries_compute_steps_dropped_while_the_loader_limited_the_job():
+    steps = _steps("channels_last", "torch.compile", "batches from memory")
+    tuned, results = speed.tune(TINY, "cpu", steps, measure_fn=_loader_bound_machine())
+    assert [(r.step, r.images_per_second, r.kept) for r in results] == [
+        ("baseline (documentation script)", 500.0, True),
+        ("channels_last", 500.0, False),
+        ("torch.compile", 500.0, False),
+        ("batches from memory", 800.0, True),
+        ("channels_last (re-tried)", 1200.0, True),
+        ("torch.compile (re-tried)", 2400.0, True),
+    ]
+    assert results[4].retried and not results[1].retried
+    assert results[4].note == "+50% vs best: kept (re-tried after 'batches from memory' was kept)"
+    assert results[5].best_per_second == 1200.0  # judged against the re-tried channels_last
+    assert tuned == speed.Recipe(channels_last=True, compile=True, loader="memory")
+
+
+def test_tune_without_retry_is_the_old_one_pass_method():
+    steps = _steps("channels_last", "torch.compile", "batches from memory")
+    tuned, results = speed.tune(TINY, "cpu", steps, measure_fn=_loader_bound_machine(), retry=False)
+    assert tuned == speed.Recipe(loader="memory")  # compute steps lost to the loader's limit
+    assert len(results) == 4 and not any(r.retried for r in results)
+
+
+def test_tune_retries_only_compute_steps_dropped_before_a_kept_loader_step():
+    calls = []
+    steps = _steps("2 DataLoader workers", "channels_last", "batches from memory",
+                   "torch.compile")  # fmt: skip
+    _, results = speed.tune(TINY, "cpu", steps, measure_fn=_loader_bound_machine(calls))
+    names = [r.step for r in results]
+    # workers (loader side) and compile (judged after the move, on batches from memory) are
+    # not re-tried; channels_last is.
+    assert names[-1] == "channels_last (re-tried)" and names.count("torch.compile") == 1
+    assert "2 DataLoader workers (re-tried)" not in names
+    assert len(calls) == len(results)  # one measurement per verdict (pairs=0)
+
+
+def test_tune_does_not_remeasure_a_retry_already_in_the_recipe():
+    both = speed.Step("channels_last and compile", {"channels_last": True, "compile": True})
+    steps = [both, *_steps("channels_last", "batches from memory")]
+    calls = []
+    tuned, results = speed.tune(TINY, "cpu", steps, measure_fn=_loader_bound_machine(calls))
+    assert [(r.step, r.kept) for r in results[-2:]] == [
+        ("channels_last and compile (re-tried)", True),
+        ("channels_last (re-tried)", False),
+    ]
+    assert results[-1].skipped and results[-1].note == "re-try not needed: already in the recipe"
+    assert len(calls) == len(results) - 1  # the last verdict took no measurement
+    assert tuned == speed.Recipe(channels_last=True, compile=True, loader="memory")
+
+
+def test_step_side_is_loader_or_compute():
+    sides = {s.name: s.side for s in speed.tuning_steps(cpus=2)}
+    assert [n for n, side in sides.items() if side == "loader"] == [
+        "2 DataLoader workers",
+        "pinned memory, non_blocking",
+        "batches from memory",
+    ]
+    with pytest.raises(ValueError, match="side='gpu' is not one of"):
+        speed.Step("x", side="gpu")
+
+
 def test_table_rates_agree_with_their_verdicts():
     # The H100 record printed "batch size 2048: 84,658 images/s, -5%: dropped" after a best of
     # 65,461: the candidate's paired rate beside the best's rate from an earlier pairing. Each row
@@ -129,14 +210,22 @@ def test_bottleneck_rejects_rates_that_are_not_positive(bad):
         speed.bottleneck(1000.0, 2000.0, bad)
 
 
-def test_plot_steps_draws_the_measured_steps():
+def test_plot_steps_draws_each_verdicts_two_rates():
     rows = [
-        {"step": "a", "images_per_second": 10.0, "kept": True},
+        {"step": "a", "images_per_second": 10.0, "kept": True, "best_per_second": None},
         {"step": "b", "images_per_second": None, "kept": False},
-        {"step": "c", "images_per_second": 5.0, "kept": False},
+        {"step": "c", "images_per_second": 5.0, "kept": False, "best_per_second": 10.0},
     ]
     fig = speed.plot_steps(rows, "t")
-    assert [b.get_width() for b in fig.axes[0].patches] == [5.0, 10.0]
+    widths = [b.get_width() for b in fig.axes[0].patches]
+    assert widths == [5.0, 10.0, 10.0, 0]  # candidates (c, a), then the best beside each
+    assert "blue: the best recipe measured beside it" in fig.axes[0].get_title()
+
+
+def test_plot_steps_says_when_a_record_lacks_the_best_rates():
+    old = [{"step": "a", "images_per_second": 10.0, "kept": True, "note": "as written"}]
+    title = speed.plot_steps(old, "t").axes[0].get_title()
+    assert "the best recipe's rates beside each verdict were not recorded" in title
 
 
 def test_cuda_graphs_step_compiles_in_reduce_overhead_mode(monkeypatch):

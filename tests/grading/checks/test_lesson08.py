@@ -2,10 +2,7 @@
 
 import time
 
-import torch
-from torch import nn
-
-from course_utils import speed
+from course_utils import profiling, speed
 from course_utils.grading import run_check
 
 
@@ -58,51 +55,40 @@ def test_bottleneck():
     assert run_check("08.2", _stub).verdict == "not attempted yet"
 
 
-def _fast_step(model, inputs, targets, optimizer):
-    optimizer.zero_grad()
-    inputs = inputs.contiguous(memory_format=torch.channels_last)
-    with torch.autocast(device_type=inputs.device.type, dtype=torch.bfloat16):
-        loss = nn.functional.cross_entropy(model(inputs), targets)
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+def _name_the_bottleneck(model, loader, optimizer, trace_path):
+    profiling.profile_call(speed.documentation_loop, model, loader, optimizer, steps=4,
+                           trace_path=trace_path)  # fmt: skip
+    share = profiling.loading_share(profiling.read_trace(trace_path))
+    return "loader" if share > 0.5 else "compute"
 
 
-def test_fast_step():
-    assert run_check("08.3", _fast_step).passed
+def test_name_the_bottleneck_reads_the_learners_own_trace():
+    result = run_check("08.3", _name_the_bottleneck)
+    assert result.passed, result.message
 
-    def no_autocast(model, inputs, targets, optimizer):
-        optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(
-            model(inputs.contiguous(memory_format=torch.channels_last)), targets
-        )
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+    def guesses(model, loader, optimizer, trace_path):  # no profile at all
+        return "compute"
 
-    assert run_check("08.3", no_autocast).message == (
-        "expected the forward pass under torch.autocast(dtype=torch.bfloat16), got autocast off"
+    assert run_check("08.3", guesses).message.startswith(
+        "expected a torch.profiler trace at compute-bound.json"
     )
 
-    def stale_gradients(model, inputs, targets, optimizer):
-        inputs = inputs.contiguous(memory_format=torch.channels_last)
-        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-            loss = nn.functional.cross_entropy(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+    def always_compute(model, loader, optimizer, trace_path):  # profiles, then ignores it
+        _name_the_bottleneck(model, loader, optimizer, trace_path)
+        return "compute"
 
-    assert "were the old gradients cleared" in run_check("08.3", stale_gradients).message
+    wrong = run_check("08.3", always_compute).message
+    assert wrong.startswith("on the check's loader-bound job: expected 'loader' (your trace: ")
+    assert wrong.endswith("got 'compute'")
 
-    def contiguous_inputs(model, inputs, targets, optimizer):
-        optimizer.zero_grad()
-        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
-            loss = nn.functional.cross_entropy(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+    def batch_outside_the_profile(model, loader, optimizer, trace_path):
+        batches = [next(iter(loader))]  # fetched before profiling: loading never shows
+        profiling.profile_call(speed.documentation_loop, model, batches, optimizer,
+                               trace_path=trace_path)  # fmt: skip
+        return "compute"
 
-    assert "expected inputs in channels_last" in run_check("08.3", contiguous_inputs).message
+    outside = run_check("08.3", batch_outside_the_profile).message
+    assert "the loader was not iterated inside the profile" in outside
     assert run_check("08.3", _stub).verdict == "not attempted yet"
 
 
