@@ -65,7 +65,7 @@ def test_check_sandbox_refuses_with_the_reason(monkeypatch, tmp_path):
     command.check_sandbox(command.limits_from_args(args("--no-sandbox")), [visible[0]])
 
 
-def fake_runner(notebook, name, limits):
+def fake_runner(notebook, name, limits, variables=None):
     """Every cell ran; each check printed its solution's verdict, but 01.3's said failed."""
     records = []
     solution = nbformat.read(SOLUTION, 4)

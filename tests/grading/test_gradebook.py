@@ -58,6 +58,7 @@ def test_gradebook_csv_has_a_row_per_submission():
         "reason": "",
         "flags": "",
         "sandbox": "",
+        "seed": "",
     }
     assert (rows[1]["status"], rows[1]["flags"]) == ("timeout", "01.1: mentions solutions/")
 
@@ -90,7 +91,8 @@ def test_summary_table_aligns_columns():
 
 def test_write_outputs_is_atomic(tmp_path, monkeypatch):
     paths = gradebook.write_outputs(tmp_path, grades())
-    assert sorted(p.name for p in paths["feedback"].iterdir()) == ["ann.md", "bo_b.md"]
+    names = sorted(p.name for p in paths["feedback"].iterdir())
+    assert names == ["ann.html", "ann.md", "bo_b.html", "bo_b.md"]
     before = paths["gradebook"].read_text()
     monkeypatch.setattr(files.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("full")))
     with pytest.raises(OSError, match="full"):
