@@ -50,7 +50,12 @@ class TaskOutcome:
 
 def check_sbatch_options(options: list[str]) -> None:
     """ValueError when an sbatch option given after --sbatch is one the command sets itself, or
-    is not an option at all."""
+    what follows --sbatch does not start with an option."""
+    if options and not options[0].startswith("-"):
+        raise ValueError(
+            f"--sbatch {options[0]!r}: not an sbatch option; everything after --sbatch goes to "
+            "sbatch, so give it last, e.g. course grade subs --slurm --sbatch --partition=cpu"
+        )
     for option in options:
         name = option.split("=", 1)[0]
         if name in OWN_OPTIONS:
@@ -58,11 +63,6 @@ def check_sbatch_options(options: list[str]) -> None:
                 f"sbatch option {option!r}: `course grade --slurm` sets {OWN_OPTIONS[name]} "
                 "itself (the array, its output files, the waiting); give the number of tasks "
                 "with --tasks N and leave it out"
-            )
-        if not option.startswith("-"):
-            raise ValueError(
-                f"--sbatch {option!r}: not an sbatch option; everything after --sbatch goes to "
-                "sbatch, so give it last, e.g. course grade subs --slurm --sbatch --partition=cpu"
             )
 
 
@@ -171,7 +171,8 @@ def task_outcome(index: int, status: dict | None, fields: dict | None, output: s
     """How task `index` ended, from its status file (written by the task), Slurm's record of it
     (`scontrol`, while Slurm keeps one) and the end of its output file."""
     status, fields = status or {}, fields or {}
-    node = status.get("node") or fields.get("NodeList", "")
+    said = re.search(r"\*\*\* JOB \d+ ON (\S+) ", output)  # slurmstepd's line names the node
+    node = status.get("node") or fields.get("NodeList", "") or (said[1] if said else "")
     state = fields.get("JobState", "")
     if status.get("state") in ("done", "refused"):
         return TaskOutcome(index, status["state"], node, status.get("reason", ""))
