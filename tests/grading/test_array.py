@@ -80,19 +80,29 @@ def test_squeue_and_scontrol_answers_are_read_per_task():
     )  # fmt: skip
 
 
-def test_wait_polls_until_no_task_is_left(monkeypatch):
-    answers = iter(["1|RUNNING\n0|RUNNING\n", "1|RUNNING\n", ""])
+SCONTROL = (
+    "JobId=83 ArrayJobId=81 ArrayTaskId=1 JobName=course-grade JobState=CANCELLED Reason=None "
+    "ExitCode=0:15 NodeList=(null)\n"
+)
+
+
+def test_wait_polls_until_no_task_is_left_and_reads_slurm_s_record_of_each(monkeypatch):
+    answers = iter(["1|PENDING\n0|RUNNING\n", "0|RUNNING\n", "0|RUNNING\n", ""])
     asked = []
 
-    def squeue(command, **kwargs):
-        asked.append(command)
+    def slurm(command, **kwargs):
+        asked.append(command[0])
+        if command[0] == "scontrol":  # task 1 left squeue: its record is read at once
+            return processes.Finished(tuple(command), 0, SCONTROL, "", 0.0)
+        assert command == ["squeue", "-h", "-r", "-j", "81", "-o", "%K|%T"]
         return processes.Finished(tuple(command), 0, next(answers), "", 0.0)
 
-    monkeypatch.setattr(processes, "run", squeue)
+    monkeypatch.setattr(processes, "run", slurm)
     polls = []
-    array.wait("81", poll=0, on_poll=lambda: polls.append(1))
-    assert len(polls) == 3
-    assert asked[0] == ["squeue", "-h", "-r", "-j", "81", "-o", "%K|%T"]
+    records = array.wait("81", poll=0, on_poll=lambda: polls.append(1))
+    assert len(polls) == 4
+    assert asked == ["squeue", "squeue", "scontrol", "squeue", "squeue", "scontrol"]
+    assert records[1]["JobState"] == "CANCELLED"
 
 
 def test_a_job_the_controller_no_longer_knows_has_no_task_left(monkeypatch):
@@ -144,12 +154,12 @@ def test_a_task_that_did_not_finish_is_named_with_what_it_left(tmp_path):
     )
 
 
-def test_outcomes_read_each_task_s_status_and_output(tmp_path, monkeypatch):
-    answer(monkeypatch, {"scontrol": ("", "slurm_load_jobs error: Invalid job id specified", 1)})
+def test_outcomes_read_each_task_s_status_output_and_slurm_s_record(tmp_path):
     (tmp_path / "task-0.json").write_text(json.dumps({"state": "done", "node": "cn1"}))
     (tmp_path / "task-1.json").write_text(json.dumps({"state": "running", "node": "cn2"}))
     (tmp_path / "task-1.out").write_text("task 1 on cn2: 4 submissions\n" + CANCELLED)
-    found = array.outcomes("81", tmp_path, 3)
+    records = {3: {"JobState": "CANCELLED"}}  # cancelled while pending: no status, no output
+    found = array.outcomes(tmp_path, 4, records)
     assert [(o.index, o.state, o.node) for o in found] == [
-        (0, "done", "cn1"), (1, "cancelled", "cn2"), (2, "failed", ""),
+        (0, "done", "cn1"), (1, "cancelled", "cn2"), (2, "failed", ""), (3, "cancelled", ""),
     ]  # fmt: skip

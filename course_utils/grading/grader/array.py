@@ -149,16 +149,35 @@ def running_tasks(job: str) -> dict[int, str] | None:
     return None
 
 
-def wait(job: str, poll: float = POLL, on_poll: Callable[[], None] = lambda: None) -> None:
+def slurm_records(job: str) -> dict[int, dict[str, str]]:
+    """What `scontrol` still knows of each task of `job` (it forgets an ended job after
+    MinJobAge: 300 s by default, 5 s on the CI cluster)."""
+    shown = processes.run(["scontrol", "-o", "show", "job", job], timeout=60)
+    return parse_scontrol(shown.stdout) if shown.ok else {}
+
+
+def wait(
+    job: str, poll: float = POLL, on_poll: Callable[[], None] = lambda: None
+) -> dict[int, dict[str, str]]:
     """Poll squeue until no task of `job` is pending or running; `on_poll` between looks.
-    RuntimeError when squeue fails for two minutes on end."""
-    failures = 0
+
+    Returns Slurm's record of each task, read as soon as it left squeue, while scontrol still
+    has it (a task cancelled before it started leaves nothing else). RuntimeError when squeue
+    fails for two minutes on end.
+    """
+    failures, listed, records = 0, set(), {}
     while True:
         tasks = running_tasks(job)
         on_poll()
-        if tasks == {}:
-            return
-        failures = failures + 1 if tasks is None else 0
+        if tasks is not None:
+            failures = 0
+            if (listed - set(tasks)) - set(records) or not tasks:
+                records.update(slurm_records(job))
+            listed |= set(tasks)
+            if not tasks:
+                return records
+        else:
+            failures += 1
         if failures * poll > 120:
             raise RuntimeError(
                 f"squeue has not answered about job {job} for two minutes; the tasks may still "
@@ -189,17 +208,14 @@ def task_outcome(index: int, status: dict | None, fields: dict | None, output: s
     return TaskOutcome(index, "failed", node, f"{state or 'it failed'}: {why}")
 
 
-def outcomes(job: str, run_dir: Path, tasks: int) -> list[TaskOutcome]:
-    """How each task of the array ended."""
-    shown = processes.run(["scontrol", "-o", "show", "job", job], timeout=60)
-    fields = parse_scontrol(shown.stdout) if shown.ok else {}
-    found = []
-    for index in range(tasks):
-        found.append(
-            task_outcome(index, read_status(run_dir, index), fields.get(index),
-                         _tail(run_dir / OUTPUT.format(index)))
-        )  # fmt: skip
-    return found
+def outcomes(run_dir: Path, tasks: int, records: dict[int, dict]) -> list[TaskOutcome]:
+    """How each task of the array ended, from what it left in `run_dir` and Slurm's `records`
+    (`wait`'s)."""
+    return [
+        task_outcome(index, read_status(run_dir, index), records.get(index),
+                     _tail(run_dir / OUTPUT.format(index)))
+        for index in range(tasks)
+    ]  # fmt: skip
 
 
 def read_status(run_dir: Path, index: int) -> dict | None:

@@ -94,19 +94,20 @@ def grade_on_cluster(args, ready: Prepared) -> int:
               f"earlier runs); task output in {run_dir}/; Ctrl-C cancels the job, and what it "
               "graded is kept")  # fmt: skip
         try:
-            _wait(job, store, [keys[s] for s in todo])
+            records = _wait(job, store, [keys[s] for s in todo])
         except KeyboardInterrupt:
             processes.run(["scancel", job], timeout=60)
             print(f"cancelled job {job}; run the same command again to grade the rest",
                   file=sys.stderr)  # fmt: skip
             return 130
-        outcomes = array.outcomes(job, run_dir, tasks)
+        outcomes = array.outcomes(run_dir, tasks, records)
     else:
         print(f"every submission already has its result ({kept}): nothing to grade")
     return _merge(args, ready, store, keys, (todo, kept, shares, outcomes, job), start, seed)
 
 
-def _wait(job: str, store: Store, keys: list[str]) -> None:
+def _wait(job: str, store: Store, keys: list[str]) -> dict[int, dict]:
+    """Wait for the array with a progress bar of the results kept; Slurm's record per task."""
     from tqdm import tqdm
 
     counted = array.progress_counter(store, keys)
@@ -115,7 +116,7 @@ def _wait(job: str, store: Store, keys: list[str]) -> None:
         def show() -> None:
             bar.update(counted() - bar.n)
 
-        array.wait(job, on_poll=show)
+        return array.wait(job, on_poll=show)
 
 
 def _merge(args, ready: Prepared, store: Store, keys, run, start: float, seed: int) -> int:
