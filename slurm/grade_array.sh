@@ -17,7 +17,8 @@
 # notebooks at a time. The header is the default of every task; --sbatch options override it.
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
-course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^ *Command=\([^ ]*\).*/\1/p')
+# One task carries the array's own id, and scontrol lists every task for it: take the first.
+course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n '0,/^ *Command=/s/^ *Command=\([^ ]*\).*/\1/p')
 # shellcheck source=slurm/config.sh
 source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
