@@ -34,10 +34,12 @@ class Runner:
             for c in solution.cells
             if c.metadata.get("course", {}).get("role") == "check"
         }
-        self.runs = 0
+        self.runs, self.broken = 0, False
 
     def __call__(self, notebook, name, limits, variables=None):
         self.runs += 1
+        if self.broken:
+            raise RuntimeError("a bug in the grader")
         records, stub = [], {}
         for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
             meta = cell.metadata.get("course", {})
@@ -185,3 +187,17 @@ def test_lms_export_is_written_beside_the_gradebook(tmp_path, cluster, capsys):
     assert text[0] == "Student,ID,SIS User ID,SIS Login ID,Section,Lesson 01"
     assert text[2:] == ["ann,,,ann,,4", "bo,,,bo,,0"]
     assert "canvas import file" in capsys.readouterr().out
+
+
+def test_a_result_where_the_grader_failed_is_shown_and_graded_again(tmp_path, cluster, capsys):
+    make_class(tmp_path / "subs", ("ann",))
+    out = tmp_path / "out"
+    cluster["runner"].broken = True
+    assert grade(tmp_path / "subs", out, "--slurm") == 1
+    [row] = gradebook(out)
+    assert (row["status"], row["reason"]) == ("error", "the grader failed: RuntimeError: a bug "
+                                              "in the grader")  # fmt: skip
+    cluster["runner"].broken = False
+    assert grade(tmp_path / "subs", out, "--slurm") == 0
+    assert [(r["status"], r["total"]) for r in gradebook(out)] == [("ok", "4")]
+    assert "1 tasks grade 1 submissions (0 kept" in capsys.readouterr().out

@@ -86,6 +86,7 @@ def test_the_store_keeps_results_by_key_and_grades_errors_again(tmp_path):
     assert store.load("k1") == grade() and store.load("k9") is None and store.load("k4") is None
     assert store.graded(["k1", "k2", "k3", "k4", "k9"]) == {"k1", "k3"}
     assert store.load("k2").status == "error"  # merged into the gradebook, and graded again
+    assert store.seconds_by_lesson() == {"05": [12.5, 12.5, 12.5]}
     assert store.seed() is None
     store.keep_seed(1234)
     assert Store(tmp_path).seed() == 1234

@@ -55,13 +55,10 @@ def result_keys(ready: Prepared, seed: int, options: dict) -> dict:
     return {s: result_key(s, file_digest(s.path), context[s.lesson]) for s in ready.subs}
 
 
-def expected_seconds(store: Store, keys: dict, graded: set[str]):
-    """A submission's expected grading time: the mean of its lesson's earlier results."""
-    seconds: dict[str, list[float]] = {}
-    for sub, key in keys.items():
-        if key in graded:
-            seconds.setdefault(sub.lesson, []).append(store.load(key).seconds)
-    costs = lesson_costs(seconds)
+def expected_seconds(store: Store):
+    """A submission's expected grading time: the mean of its lesson's results in the store
+    (any learner, any earlier run), else the mean over lessons, else 1."""
+    costs = lesson_costs(store.seconds_by_lesson())
     default = sum(costs.values()) / len(costs) if costs else 1.0
     return lambda sub: costs.get(sub.lesson, default)
 
@@ -79,8 +76,10 @@ def grade_on_cluster(args, ready: Prepared) -> int:
     store.keep_seed(seed)
     start, shares, outcomes, job = time.perf_counter(), [], [], None
     if todo:
+        for sub in todo:  # a result where the grader failed is replaced, not counted as done
+            store.path(keys[sub]).unlink(missing_ok=True)
         tasks = task_count(len(todo), args.tasks)
-        shares = shard(todo, tasks, expected_seconds(store, keys, graded))
+        shares = shard(todo, tasks, expected_seconds(store))
         run_dir = array.new_run_dir(out)
         plan = array.manifest(out, seed, options, ready.hidden, shares, keys)
         atomic_write_text(run_dir / "manifest.json", json.dumps(plan, indent=1) + "\n")

@@ -108,6 +108,17 @@ class Store:
         (status error), which is graded again."""
         return {key for key in keys if (g := self.load(key)) is not None and g.status != ERROR}
 
+    def seconds_by_lesson(self) -> dict[str, list[float]]:
+        """Lesson -> the grading seconds of every result kept (for sharing out the next run)."""
+        found: dict[str, list[float]] = {}
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                _, grade = grade_from_json(path.read_text())
+            except (OSError, ValueError):
+                continue
+            found.setdefault(grade.lesson, []).append(grade.seconds)
+        return found
+
     def seed(self) -> int | None:
         try:
             return int((self.folder / SEED_FILE).read_text())
