@@ -12,6 +12,7 @@ import nbformat
 import pytest
 from grading_records import record, run_of
 
+import course_utils.hpc
 from course_utils import processes
 from course_utils.cli import main
 from course_utils.grading.grader import array, task
@@ -201,3 +202,14 @@ def test_a_result_where_the_grader_failed_is_shown_and_graded_again(tmp_path, cl
     assert grade(tmp_path / "subs", out, "--slurm") == 0
     assert [(r["status"], r["total"]) for r in gradebook(out)] == [("ok", "4")]
     assert "1 tasks grade 1 submissions (0 kept" in capsys.readouterr().out
+
+
+def test_a_task_finds_its_index_in_slurm_s_variable(monkeypatch):
+    seen = []
+    monkeypatch.setattr(task, "run_task", lambda manifest, index: seen.append((manifest, index)))
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "2")
+    task.main(["/x/manifest.json"])
+    task.main(["/x/manifest.json", "--index", "0"])
+    assert seen == [(Path("/x/manifest.json"), 2), (Path("/x/manifest.json"), 0)]
+    monkeypatch.setattr(course_utils.hpc, "allocated_cpus", lambda: 8)
+    assert (task.jobs_here(None), task.jobs_here(3)) == (4, 3)
