@@ -16,6 +16,7 @@ import course_utils.hpc
 from course_utils import processes
 from course_utils.cli import main
 from course_utils.grading.grader import array, task
+from course_utils.grading.grader.results import Store, grade_from_json
 from course_utils.grading.runner import nbval_runner, sandbox
 from course_utils.paths import REPO_ROOT
 
@@ -113,6 +114,10 @@ def test_the_array_s_gradebook_equals_a_local_run_s(tmp_path, cluster, capsys):
     for page in sorted((local / "feedback").iterdir()):
         assert (spread / "feedback" / page.name).read_text() == page.read_text()
     assert [r["total"] for r in gradebook(spread)] == ["4", "0", "4", "0", "4", "0"]
+    sources = {
+        grade_from_json(p.read_text())[1].source for p in Store(spread).folder.glob("*.json")
+    }
+    assert sources == {str(p) for p in (tmp_path / "subs").glob("*/01_tensors.ipynb")}
     assert {r["seed"] for r in gradebook(spread)} == {"7"}
     [command] = cluster["commands"]
     assert command[:3] == ["sbatch", "--parsable", "--array=0-2"]

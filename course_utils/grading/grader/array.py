@@ -86,7 +86,8 @@ def new_run_dir(out: Path) -> Path:
 
 def manifest(out: Path, seed: int, options: dict, hidden: list[Path], shares, keys) -> dict:
     """What every task reads: where results go, the seed, `course grade`'s options, the paths
-    the sandbox must hide, and each task's share (learner, lesson, path and result key)."""
+    the sandbox must hide, and each task's share (learner, lesson, the notebook's absolute path,
+    its path as found, which a grade records, and its result key)."""
     return {
         "out": str(out.resolve()),
         "seed": seed,
@@ -95,7 +96,7 @@ def manifest(out: Path, seed: int, options: dict, hidden: list[Path], shares, ke
         "tasks": [
             [
                 {"learner": s.learner, "lesson": s.lesson, "path": str(s.path.resolve()),
-                 "key": keys[s]}
+                 "source": str(s.path), "key": keys[s]}
                 for s in share
             ]
             for share in shares

@@ -66,8 +66,13 @@ def run_task(manifest_path: Path, index: int) -> int:
         print(f"task {index} on {node} graded nothing: {e}", file=sys.stderr)
         return 3
     subs = [Submission(s["learner"], s["lesson"], Path(s["path"])) for s in share]
-    keys = {sub: s["key"] for sub, s in zip(subs, share, strict=True)}
+    entry = dict(zip(subs, share, strict=True))
     store = Store(Path(data["out"]))
+
+    def keep(sub: Submission, grade) -> None:
+        grade.source = entry[sub]["source"]  # as a local run records it: the path as found
+        store.save(entry[sub]["key"], grade)
+
     print(
         f"task {index} on {node}: {len(subs)} submissions, -j {options.jobs}; {limits.describe()}"
     )
@@ -76,7 +81,7 @@ def run_task(manifest_path: Path, index: int) -> int:
             grades = grade_all(
                 subs, lessons, limits, options.jobs, _sanitize(), Path(data["out"]) / "logs",
                 progress=False, seed=data["seed"],
-                on_grade=lambda sub, grade: store.save(keys[sub], grade),
+                on_grade=keep,
             )  # fmt: skip
     except KeyboardInterrupt as e:
         say("interrupted", reason=f"stopped by {e or 'an interrupt'} (scancel, or the time limit)")
