@@ -7,13 +7,12 @@ it says so and exits with code 2, writing nothing.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 
 import torch
 
 from benchmarks import common
-from course_utils import reference
+from course_utils import processes, reference
 from course_utils.timing import copy_bandwidth
 
 NAME = "h2d_bandwidth"
@@ -36,13 +35,13 @@ def query_link(index: int = 0) -> tuple[int, int] | None:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
-    out = subprocess.run(
+    done = processes.run(
         [exe, f"--id={index}", "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
          "--format=csv,noheader,nounits"],
-        capture_output=True, text=True, timeout=20,
+        timeout=20,
     )  # fmt: skip
     try:
-        gen, width = (int(v) for v in out.stdout.strip().splitlines()[0].split(","))
+        gen, width = (int(v) for v in done.stdout.strip().splitlines()[0].split(","))
     except (ValueError, IndexError):
         return None
     return gen, width

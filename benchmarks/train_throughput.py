@@ -8,7 +8,7 @@ import sys
 import torch
 
 from benchmarks import common
-from course_utils import data, reference, speed
+from course_utils import data, hpc, reference, speed, throughput
 
 NAME = "train_throughput"
 
@@ -32,11 +32,11 @@ def run(
     if compile is None:  # compiling the training step takes minutes of a 2-core CPU
         compile = device.type == "cuda"
     dataset = data.SyntheticCIFAR10(train=True, size=dataset_size)
-    steady = speed.steady_allocator()  # no measurement gains from what an earlier one freed
+    steady = hpc.steady_allocator()  # no measurement gains from what an earlier one freed
     kwargs = {"images": images, "warmup": warmup}
     steps = speed.tuning_steps(batch_sizes=tuple(batch_sizes), compile=compile)
     tuned, results = speed.tune(dataset, device, steps, pairs=pairs, **kwargs)
-    comparison = speed.compare(speed.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
+    comparison = speed.compare(throughput.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
     return {
         **reference.label(NAME, device),
         "settings": {"images_per_measurement": images, "repeats": repeats, "compile": compile,
@@ -48,7 +48,7 @@ def run(
              "note": r.note, "best_per_second": r.best_per_second}
             for r in results
         ],
-        "naive_recipe": vars(speed.NAIVE),
+        "naive_recipe": vars(throughput.NAIVE),
         "tuned_changes": tuned.changes(),
         "naive_images_per_second": comparison.naive,
         "tuned_images_per_second": comparison.tuned,

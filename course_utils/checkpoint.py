@@ -1,4 +1,5 @@
 """Complete, atomic, safe checkpoints: save, load, find the latest, rotate, resume or start.
+Taught in lesson 06.
 
 A checkpoint is one dict with named keys (model, optimizer, scheduler, scaler, epoch, step,
 sampler, rng, config), written to a temporary file in the same folder, flushed, fsynced and then

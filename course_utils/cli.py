@@ -32,7 +32,7 @@ def cmd_data(args) -> int:
         print(f"CIFAR-10 downloaded and verified in {folder}")
         return 0
     if args.action == "synthetic":
-        from course_utils.cifar_standin import write_standin
+        from course_utils.synthetic import write_standin
 
         folder = write_standin(data.data_root(args.root), args.train_size, args.test_size)
         print(
@@ -48,14 +48,14 @@ def cmd_data(args) -> int:
 
 
 def cmd_cpp(args) -> int:
-    from course_utils import export
+    from course_utils import cpp
 
     source, folder = Path(args.source), Path(args.build)
     if args.action == "configure":
-        export.configure_project(source, folder, args.cuda_toolkit)
+        cpp.configure_project(source, folder, args.cuda_toolkit)
         print(f"configured {source} in {folder}; build it with: cmake --build {folder}")
         return 0
-    built = export.build_project(source, folder, args.target or (), args.cuda_toolkit)
+    built = cpp.build_project(source, folder, args.target or (), args.cuda_toolkit)
     print(f"{source}: {'up to date' if built.up_to_date else 'built'} in {folder} "
           f"({built.seconds:.1f} s)")  # fmt: skip
     return 0

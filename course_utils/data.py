@@ -1,4 +1,5 @@
-"""CIFAR-10 from a data folder, or a deterministic synthetic stand-in of the same shapes.
+"""CIFAR-10 from a data folder, or a deterministic synthetic stand-in of the same shapes, and
+seeded DataLoaders (lesson 02; the stand-in itself is `course_utils.synthetic`).
 
 Compute nodes usually cannot reach the internet, so nothing here downloads on its own:
 `course data fetch` downloads and verifies CIFAR-10 on a login node, into COURSE_DATA.
@@ -12,56 +13,18 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader, Dataset, Subset
 
-CIFAR10_CLASSES = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)  # fmt: skip
-# Per-channel mean and std of the CIFAR-10 training images.
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+from course_utils import synthetic
+from course_utils.synthetic import (  # noqa: F401  (data.* is what lessons and programs use)
+    CIFAR10_CLASSES,
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    SyntheticCIFAR10,
+)
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:
     """Where datasets live: `root`, else env COURSE_DATA, else ./data."""
     return Path(root or os.environ.get("COURSE_DATA") or "data").expanduser()
-
-
-class SyntheticCIFAR10(Dataset):
-    """Deterministic, learnable CIFAR-10 look-alike: 3x32x32 float images, 10 classes.
-
-    Each class has a fixed smooth pattern; an image is its class pattern buried in noise, so the
-    lesson CNN has to learn: with SGD (lr 0.05, momentum 0.9, batch 128) its loss falls within the
-    first epoch of 5,000 images and test accuracy passes 90% by the third. The same
-    (seed, train, size) always gives the same tensors, on any machine.
-    """
-
-    classes = CIFAR10_CLASSES
-
-    def __init__(
-        self, train: bool = True, size: int | None = None, seed: int = 0, noise: float = 4.0
-    ):
-        size = (5000 if train else 1000) if size is None else size
-        if size < 1:
-            raise ValueError(f"size={size} must be at least 1 image")
-        patterns = self._class_patterns(seed)
-        gen = torch.Generator().manual_seed(seed * 1000 + (1 if train else 2))
-        self.targets = torch.randint(0, 10, (size,), generator=gen)
-        noise_images = torch.randn(size, 3, 32, 32, generator=gen)
-        # Scaled to about unit variance per pixel, like normalized CIFAR-10.
-        self.data = (patterns[self.targets] + noise * noise_images) / (1 + noise**2) ** 0.5
-
-    @staticmethod
-    def _class_patterns(seed: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(seed)
-        coarse = torch.randn(10, 3, 4, 4, generator=gen)
-        return torch.nn.functional.interpolate(
-            coarse, size=32, mode="bilinear", align_corners=False
-        )
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, index: int):
-        return self.data[index], int(self.targets[index])
 
 
 def _default_transform():
@@ -85,11 +48,9 @@ def cifar10(
     """
     from torchvision.datasets import CIFAR10
 
-    from course_utils import cifar_standin
-
-    cifar_standin.accept_standin()  # a stand-in from `course data synthetic` loads like CIFAR-10
+    synthetic.accept_standin()  # a stand-in from `course data synthetic` loads like CIFAR-10
     folder = data_root(root)
-    cifar_standin.announced(folder)  # said below, once, with the split and size
+    synthetic.announced(folder)  # said below, once, with the split and size
     split = "train" if train else "test"
     try:
         dataset = CIFAR10(
@@ -104,7 +65,7 @@ def cifar10(
             )
         return dataset
     if not quiet:
-        what = "synthetic CIFAR-10 stand-in" if cifar_standin.is_standin(folder) else "CIFAR-10"
+        what = "synthetic CIFAR-10 stand-in" if synthetic.is_standin(folder) else "CIFAR-10"
         print(f"data: {what} from {folder} ({len(dataset)} {split} images)")
     return dataset
 
@@ -117,10 +78,8 @@ def is_synthetic(dataset: Dataset) -> bool:
         dataset = dataset.dataset
     if isinstance(dataset, SyntheticCIFAR10):
         return True
-    from course_utils import cifar_standin
-
     root = getattr(dataset, "root", None)
-    return root is not None and cifar_standin.is_standin(root)
+    return root is not None and synthetic.is_standin(root)
 
 
 class FetchError(RuntimeError):

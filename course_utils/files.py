@@ -1,6 +1,10 @@
-"""Writing files so that a crash never leaves half of one: every writer of the course uses it.
+"""Writing files so that a crash never leaves half of one: every writer of results uses it.
 
-Checkpoints, benchmark and reference results, the gradebook and feedback, released notebooks.
+Checkpoints and programs' saved weights, benchmark and reference results, tensor files for the C++
+programs, flight records, provoked failures' runs, the stand-in data set, the gradebook and
+feedback, released and authored notebooks (tests/test_layout.py checks the helpers, programs and
+benchmarks). Logs that grow line by line and a grading run's scratch files are not results.
+Taught in lesson 06, where a checkpoint must survive a crash mid-save.
 """
 
 from __future__ import annotations

@@ -22,13 +22,19 @@ from pathlib import Path
 import torch
 
 from course_utils.environment import env_int
+from course_utils.files import atomic_write
+
+
+def gloo_dump_available() -> bool:
+    """Whether this PyTorch can dump a flight record for gloo (2.6 cannot)."""
+    from torch._C import _distributed_c10d as c10d
+
+    return hasattr(c10d, "_dump_fr_trace")
 
 
 def flight_recorder_route() -> str:
     """What this PyTorch offers: where the recorder's dump comes from, detected, not assumed."""
-    from torch._C import _distributed_c10d as c10d
-
-    if not hasattr(c10d, "_dump_fr_trace"):
+    if not gloo_dump_available():
         return f"PyTorch {torch.__version__} has no flight recorder for gloo (_dump_fr_trace)"
     return (
         "the flight recorder records gloo's collectives (TORCH_FR_BUFFER_SIZE); gloo does not "
@@ -43,7 +49,7 @@ def dump_flight_record(rank: int) -> Path | None:
 
     prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
     recording = env_int("TORCH_FR_BUFFER_SIZE", default=0) > 0
-    if not (prefix and recording and hasattr(c10d, "_dump_fr_trace")):
+    if not (prefix and recording and gloo_dump_available()):
         return None
     path = Path(f"{prefix}{rank}")
     if path.exists():  # PyTorch dumped it itself: keep its file
@@ -53,7 +59,7 @@ def dump_flight_record(rank: int) -> Path | None:
         record = c10d._dump_fr_trace(includeStackTraces=False)
     except TypeError:  # a PyTorch whose dump takes no options
         record = c10d._dump_fr_trace()
-    path.write_bytes(record)
+    atomic_write(path, lambda f: f.write(record))
     return path
 
 
@@ -116,7 +122,7 @@ def _with_group_named(folder, world_size: int) -> Path:
         group = dump["entries"][0]["process_group"] if dump["entries"] else ("0", "default_pg")
         ranks = str(list(range(world_size)))
         dump["pg_config"] = {group[0]: {"name": group[0], "desc": group[1], "ranks": ranks}}
-        (repaired / path.name).write_bytes(pickle.dumps(dump))
+        atomic_write(repaired / path.name, lambda f, dump=dump: pickle.dump(dump, f))
     return repaired
 
 

@@ -1,4 +1,5 @@
-"""What the scheduler gave this job, and fitting PyTorch's threads to it. Taught in lesson 02."""
+"""What the scheduler gave this job, and fitting the process to it: PyTorch's threads (lessons 02
+and 08), DataLoader workers (lesson 02), and a steady malloc for measurements (lesson 08)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,37 @@ def configure_interop_threads(n: int | None = None) -> int:
 def in_slurm_job(environ=None) -> bool:
     environ = os.environ if environ is None else environ
     return "SLURM_JOB_ID" in environ
+
+
+# glibc's malloc returns each freed block over its threshold (128 KiB at start: every batch's
+# activations) to the kernel, and the next step page-faults fresh zeroed pages in again. The
+# threshold adapts, but only to the largest block the process has freed so far, so a recipe
+# measured after a large-batch one inherits a higher threshold and looks faster (on the course's
+# 2-core machine the documentation script went from about 11,000 to 15,000 images/s that way).
+# Fixed thresholds make every measurement start alike and keep blocks up to 32 MiB for reuse, the
+# role jemalloc or tcmalloc play in PyTorch's CPU performance tuning guide.
+MMAP_THRESHOLD, TRIM_THRESHOLD = 32 << 20, 64 << 20
+MALLOC_TUNABLES = (
+    f"glibc.malloc.mmap_threshold={MMAP_THRESHOLD}:glibc.malloc.trim_threshold={TRIM_THRESHOLD}"
+)
+
+
+def steady_allocator() -> bool:
+    """Fix glibc malloc's thresholds for the rest of this process (MALLOC_TUNABLES' values).
+
+    Call it before comparing recipes in one process: then no measurement gains from what an
+    earlier one freed. It cannot be undone (glibc stops adapting once set), and a job gets the
+    same from `export GLIBC_TUNABLES=<hpc.MALLOC_TUNABLES>` in its script. Returns False where
+    malloc is not glibc's (macOS, Alpine), which changes nothing.
+    """
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL("libc.so.6")
+    m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
+    return bool(
+        libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+        and libc.mallopt(m_trim_threshold, TRIM_THRESHOLD)
+    )

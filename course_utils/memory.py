@@ -12,7 +12,7 @@ in course_utils.jobs.memory_peak); `measure_cuda` uses the CUDA allocator's peak
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -21,6 +21,8 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
+
+from course_utils import processes
 
 STEPS = ("big batch", "accumulation", "checkpointing")
 
@@ -96,18 +98,19 @@ def measure_cpu(shape: StepShape = StepShape(), timeout: float = 120) -> dict[st
     with tempfile.TemporaryDirectory(prefix="memory-peak-") as tmp:
         out = Path(tmp) / "result.json"
         args = [f"--{k.replace('_', '-')}={v}" for k, v in shape.__dict__.items()]
-        done = subprocess.run(
-            [sys.executable, "-m", "course_utils.jobs.memory_peak", *args, "--out", str(out)],
-            capture_output=True, text=True, timeout=timeout, env=_one_thread_env(),
+        # its forked children live in its session: a time-out ends them with it
+        done = processes.run(
+            [sys.executable, "-m", "course_utils.jobs.memory_peak", *args, "--out", out],
+            timeout=timeout, env=_one_thread_env(),
         )  # fmt: skip
-        if done.returncode != 0:
-            raise RuntimeError(f"memory_peak failed:\n{done.stdout}{done.stderr}")
+        if not done.ok:
+            raise RuntimeError(
+                f"memory_peak failed ({done.describe()}):\n{done.stdout}{done.stderr}"
+            )
         return json.loads(out.read_text())
 
 
 def _one_thread_env() -> dict:
-    import os
-
     return {**os.environ, "OMP_NUM_THREADS": "1"}  # the same work on any machine, no contention
 
 

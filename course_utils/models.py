@@ -1,4 +1,5 @@
-"""The lesson models: the CIFAR-10 CNN of the cluster documentation, and a wider variant."""
+"""The lesson models: the CIFAR-10 CNN of the cluster documentation, and a wider variant
+(lesson 02; every later lesson trains the same CNN)."""
 
 from __future__ import annotations
 

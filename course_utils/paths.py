@@ -3,13 +3,16 @@
 The course runs from a checkout (`pip install -e .`), so the repository is the folder above the
 package. Commands that take a folder (`course release`, `course check`) look in the current
 folder first, so an instructor's copy of solutions/ elsewhere works too.
+No lesson teaches it: it is the course's plumbing. Lessons see its `commit` in the labels of
+reference results (lessons 03, 04 and 08).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from course_utils import processes
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
@@ -21,6 +24,12 @@ def repo_dir(name: str) -> Path:
     """`name` (solutions, notebooks, cpp, ...) in the current folder, else in the repository."""
     here = Path.cwd() / name
     return here if here.is_dir() else REPO_ROOT / name
+
+
+def build_root() -> Path:
+    """The project's build folder (gitignored): env COURSE_BUILD_DIR, else build/ in the repo.
+    C++ programs, compiled packages and the inductor cache live under it."""
+    return Path(os.environ.get("COURSE_BUILD_DIR") or REPO_ROOT / "build")
 
 
 def course_file(relative: str) -> Path:
@@ -44,10 +53,7 @@ def commit() -> str:
     if os.environ.get("COURSE_COMMIT"):
         return os.environ["COURSE_COMMIT"]
     try:
-        done = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=10,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
+        done = processes.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"], timeout=10)
+    except OSError:  # no git here
         return "unknown"
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+    return done.stdout.strip() if done.ok and done.stdout.strip() else "unknown"

@@ -11,6 +11,7 @@ PyTorch has had three ways to set the flags: the legacy booleans
 `torch.set_float32_matmul_precision`, and, since 2.9, the `fp32_precision` attributes. The docs
 say not to mix the legacy and the new API; once they are mixed, the legacy getters raise.
 `fp32_precision(mode)` uses one API, restores every flag on exit, and names the route it took.
+Taught in lesson 04.
 """
 
 from __future__ import annotations

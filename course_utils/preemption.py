@@ -3,19 +3,18 @@
 Slurm warns a job before its time limit (`#SBATCH --signal=B:USR1@120`) and sends SIGTERM when it
 preempts or cancels it. A signal handler must not save a checkpoint itself (it can interrupt the
 optimizer halfway through a step); it only sets a flag, and the training loop checks the flag
-between steps, saves a consistent checkpoint, requeues the job and exits.
+between steps, saves a consistent checkpoint, requeues the job and exits. Taught in lesson 06.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 
 import torch
 import torch.distributed as dist
 
-from course_utils import distributed
+from course_utils import distributed, processes
 
 DEFAULT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
@@ -59,7 +58,7 @@ class PreemptionFlag:
         return signal.Signals(self.signal).name if self.signal is not None else "none"
 
 
-def requeue_job(environ=None, run=subprocess.run) -> bool:
+def requeue_job(environ=None) -> bool:
     """Under Slurm, `scontrol requeue $SLURM_JOB_ID` (rank 0 only); False outside Slurm.
 
     The job goes back to the queue and restarts from its batch script with SLURM_RESTART_COUNT
@@ -71,10 +70,10 @@ def requeue_job(environ=None, run=subprocess.run) -> bool:
         return False
     if not distributed.is_main_process():
         return True  # rank 0 requeues the job for all ranks
-    result = run(["scontrol", "requeue", job_id], capture_output=True, text=True)
-    if result.returncode != 0:
+    done = processes.run(["scontrol", "requeue", job_id], timeout=60)
+    if not done.ok:
         raise RuntimeError(
-            f"scontrol requeue {job_id} failed ({result.returncode}): {result.stderr.strip()}; "
+            f"scontrol requeue {job_id} failed ({done.describe()}): {done.stderr.strip()}; "
             "does the job have #SBATCH --requeue?"
         )
     return True

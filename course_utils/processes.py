@@ -8,6 +8,7 @@ replace `processes.run` with one that answers as `scontrol`, `git` or `nvidia-sm
 (tests/conftest.py `fake_commands`), so they start no process.
 Used by every part of the course that starts one: launches (`distributed.launch`), the C++ build,
 probes of git, scontrol, nvidia-smi and py-spy, `make test-gpu`'s steps, the grader's runs.
+Lessons 05 and 09 launch through it (`distributed.launch`, `failures.provoke`).
 """
 
 from __future__ import annotations

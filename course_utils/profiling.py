@@ -1,14 +1,21 @@
-"""torch.profiler made quiet and readable: profile a call, export its trace, read the trace back."""
+"""Where the time goes (lessons 03 and 08): torch.profiler made quiet and readable (profile a
+call, export its trace, read the trace back), and line_profiler over the documentation's training
+loop, one statement per line (`profile_lines`, `line_report`, `documentation_loop`)."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import io
 import json
 import os
 from collections import Counter
 from pathlib import Path
 
 import torch
+from torch import nn
+
+from course_utils.paths import REPO_ROOT
 
 
 def quiet_profiler_logs() -> None:
@@ -65,3 +72,48 @@ def busiest(events: list[dict], top: int = 5) -> list[tuple[str, float]]:
     for e in events:
         total[e["name"]] += float(e["dur"])
     return total.most_common(top)
+
+
+def line_report(profiler) -> str:
+    """line_profiler's report, with the file named relative to the course folder (not the
+    installation path) and times in milliseconds."""
+    text = io.StringIO()
+    profiler.print_stats(stream=text, output_unit=1e-3)
+    return text.getvalue().replace(f"{REPO_ROOT}/", "")
+
+
+def documentation_loop(model, loader, optimizer, device="cpu", steps: int | None = None) -> int:
+    """The training loop as the documentation writes it, one statement per line, so that
+    line_profiler can attribute time to loading, forward, backward and the optimizer step.
+    Returns the number of images trained on."""
+    loss_fn, images = nn.CrossEntropyLoss(), 0
+    for step, (inputs, targets) in enumerate(loader):
+        inputs, targets = inputs.to(device), targets.to(device)
+        outputs = model(inputs)
+        loss = loss_fn(outputs, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        images += len(targets)
+        if steps is not None and step + 1 >= steps:
+            break
+    return images
+
+
+def profile_lines(fn, *args, **kwargs):
+    """Run `fn(*args, **kwargs)` under line_profiler; return (profiler, {line: share of time}).
+
+    The shares are of `fn`'s total time, keyed by the stripped source line. Needs the
+    line_profiler package (ImportError with the install command otherwise).
+    """
+    try:
+        from line_profiler import LineProfiler
+    except ImportError as e:
+        raise ImportError("line_profiler is not installed: pip install line_profiler") from e
+    profiler = LineProfiler(fn)
+    profiler.runcall(fn, *args, **kwargs)
+    source, first = inspect.getsourcelines(fn)
+    timings = next(iter(profiler.get_stats().timings.values()))
+    total = sum(t for _, _, t in timings) or 1
+    shares = {source[line - first].strip(): t / total for line, _, t in timings}
+    return profiler, shares

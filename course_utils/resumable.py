@@ -26,6 +26,7 @@ from course_utils.checkpoint import (
     save_checkpoint,
 )
 from course_utils.data import SyntheticCIFAR10
+from course_utils.job_config import option, shared
 from course_utils.models import TinyNet, parameter_hash
 from course_utils.preemption import PreemptionFlag, requeue_job
 
@@ -67,19 +68,21 @@ class ResumableSampler(Sampler[int]):
         return self.num_samples - self.start
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Config:
-    ckpt_dir: str
-    epochs: int = 2
-    max_steps: int | None = None
-    batch_size: int = 32
-    dataset_size: int = 256
-    lr: float = 0.05
-    seed: int = 0
-    save_every: int = 5
-    keep_last: int = 3
-    threads: int = 1
-    step_delay: float = 0.0
+    """A resumable run's settings: `python -m course_utils.jobs.resumable_train`'s options."""
+
+    ckpt_dir: str = option(help="folder for checkpoints (created if missing)")
+    epochs: int = shared("epochs", 2)
+    max_steps: int | None = option(None, "steps in all at most, over every epoch", minimum=1)
+    batch_size: int = shared("batch_size", 32)
+    dataset_size: int = option(256, "synthetic training images", minimum=1)
+    lr: float = shared("lr", 0.05)
+    seed: int = shared("seed", 0)
+    save_every: int = option(5, "steps between saves", minimum=1)
+    keep_last: int = option(3, "checkpoints kept", minimum=1)
+    threads: int = option(1, "torch threads; keep it equal between a run and its resume", minimum=1)
+    step_delay: float = option(0.0, "seconds to sleep per step (demos)")
 
 
 def _check_same_run(saved: dict, config: Config) -> None:

@@ -8,6 +8,8 @@ PyTorch has it, else replicated with DDP (DCP then stores one copy).
 
     folder = save_sharded(tmp, world_size=2)    # spawns 2 ranks, each writes its shard
     model = load_unsharded(folder, TinyNet())   # one plain process reads them all
+
+Taught in lesson 06.
 """
 
 from __future__ import annotations

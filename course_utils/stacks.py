@@ -12,12 +12,13 @@ import contextlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import psutil
+
+from course_utils import processes
 
 ANSI_ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -39,13 +40,13 @@ def py_spy_dump(pid: int, timeout: float = 20.0) -> str:
         raise RuntimeError(
             "py-spy is not installed: pip install py-spy (it is in requirements.txt)"
         )
-    done = subprocess.run(
-        [exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, "NO_COLOR": "1"},
-    )  # fmt: skip
-    if done.returncode != 0:
+    done = processes.run(
+        [exe, "dump", "--pid", str(pid)], timeout=timeout, env={**os.environ, "NO_COLOR": "1"}
+    )
+    if not done.ok:
         raise RuntimeError(
-            f"py-spy dump --pid {pid} failed: {(done.stderr or done.stdout).strip()}"
+            f"py-spy dump --pid {pid} failed ({done.describe()}): "
+            f"{(done.stderr or done.stdout).strip()}"
         )
     return ANSI_ESCAPES.sub("", done.stdout)  # some terminals' settings force colours anyway
 

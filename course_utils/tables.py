@@ -1,4 +1,5 @@
-"""Plain-text tables for terminals and notebooks: one way to line up columns."""
+"""Plain-text tables for terminals and notebooks: one way to line up columns (first used in
+lesson 02; the benchmarks, lesson 08's tuning and the gradebook print theirs with it)."""
 
 from __future__ import annotations
 

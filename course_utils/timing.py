@@ -6,7 +6,7 @@ older PyTorch, only CUDA), so `time_fn` hands it a clock that synchronizes the d
 call's tensors live on. `naive_vs_synced` shows what goes wrong without that; `copy_bandwidth`
 times copies between devices with it. `call_spread` and `cpu_load` show why two timings of the
 same call can disagree on a shared machine, and `images_per_second` measures a training loop's
-throughput (warm-up, synchronized ends).
+throughput (warm-up, synchronized ends). Taught in lesson 03; lesson 02 first uses `time_fn`.
 """
 
 from __future__ import annotations

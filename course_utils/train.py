@@ -1,4 +1,5 @@
-"""Training and evaluation loops that report loss, accuracy and images per second."""
+"""Training and evaluation loops that report loss, accuracy and images per second (lesson 02;
+lessons 04, 05, 06 and 08 train with them)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 # glibc's malloc keeps freed blocks up to 32 MiB for reuse instead of page-faulting every batch's
-# memory in afresh (lesson 08, course_utils.speed.MALLOC_TUNABLES).
+# memory in afresh (lesson 08, course_utils.hpc.MALLOC_TUNABLES).
 export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"
 
 course_program course_utils.jobs.train_cifar --threads "$SLURM_CPUS_PER_TASK" --no-progress -- "$@"

@@ -1,12 +1,122 @@
-"""Fixtures shared by the tests."""
+"""Fixtures shared by the tests, and the fast lane's guard: a test outside tests/integration
+that starts a process fails, naming what it started and how to fix it."""
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import needs  # tests/ is on sys.path under pytest (no __init__.py: rootdir-relative imports)
+import process_guard
 import pytest
 import torch
+
+from course_utils import processes
+
+# ---------------------------------------------------------------------------- the guard
+
+process_guard.install()
+
+
+def _in_integration(path) -> bool:
+    return "integration" in Path(str(path)).parts
+
+
+@pytest.fixture(autouse=True)
+def no_processes(request):
+    """Refuse any process a fast test starts (tests/process_guard.py); the refusal fails it.
+
+    A test that caught the refusal and passed all the same fails here, at teardown."""
+    if _in_integration(request.node.path):
+        yield
+        return
+    with process_guard.guarding(request.node.nodeid) as started:
+        yield
+    call = getattr(request.node, "guard_call_report", None)
+    if started and call is not None and call.passed:
+        pytest.fail(started[0], pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep the call's report on the item: `no_processes` fails at teardown only a test that
+    passed although it started a process, never one twice."""
+    report = yield
+    if report.when == "call":
+        item.guard_call_report = report
+    return report
+
+
+# ---------------------------------------------------------------------------- injected answers
+
+Answer = str | processes.Finished | Callable[[tuple[str, ...]], processes.Finished]
+
+
+class FakeCommands:
+    """Canned answers for `processes.run`, by command; `calls` lists the commands asked for."""
+
+    def __init__(self, answers: Mapping[str, Answer]):
+        self.answers = {tuple(shlex.split(k)): v for k, v in answers.items()}
+        self.calls: list[tuple[str, ...]] = []
+        self.timeouts: list[float] = []  # each call's time limit, beside `calls`
+
+    @staticmethod
+    def matches(key: tuple[str, ...], command: tuple[str, ...]) -> bool:
+        """`key`'s program is the command's (by name: `which` may give a full path) and its
+        other words appear in the command in order: "git rev-parse" answers
+        `git -C /repo rev-parse --short HEAD`."""
+        if not command or Path(command[0]).name != key[0]:
+            return False
+        rest = iter(command[1:])
+        return all(word in rest for word in key[1:])
+
+    def __call__(self, command, *, timeout, env=None, cwd=None, merge=False, on_line=None):
+        command = tuple(str(c) for c in command)
+        self.calls.append(command)
+        self.timeouts.append(timeout)
+        # the longest matching key wins: "nvidia-smi --query-gpu" before "nvidia-smi"
+        for key in sorted(self.answers, key=len, reverse=True):
+            if self.matches(key, command):
+                answer = self.answers[key]
+                break
+        else:
+            known = ", ".join(repr(" ".join(k)) for k in self.answers) or "none"
+            pytest.fail(
+                f"processes.run({shlex.join(command)!r}) has no canned answer (answers for: "
+                f"{known}); pass one to fake_commands",
+                pytrace=False,
+            )
+        if callable(answer):
+            return answer(command)
+        if isinstance(answer, processes.Finished):
+            return answer
+        if on_line is not None:
+            for line in answer.splitlines(keepends=True):
+                on_line(line)
+        return processes.Finished(command, 0, answer, "", 0.0)
+
+
+@pytest.fixture
+def fake_commands(monkeypatch):
+    """Answer `processes.run` as the programs would, without starting them, as `fake_gpus`
+    answers for the hardware: `fake_commands({"git rev-parse": "abc1234\\n"})`.
+
+    A key is a program and some of its words ("scontrol show hostnames"); an answer is the
+    command's stdout (exit code 0), a `processes.Finished` (a failure, a time-out), or a
+    function of the command returning one. A command without an answer fails the test.
+    Returns the FakeCommands, whose `calls` lists what was run.
+    """
+
+    def install(answers: Mapping[str, Answer]) -> FakeCommands:
+        fake = FakeCommands(answers)
+        monkeypatch.setattr(processes, "run", fake)
+        return fake
+
+    return install
+
+
+# ---------------------------------------------------------------------------- hardware
 
 
 @pytest.fixture
@@ -32,7 +142,7 @@ def pytest_collection_modifyitems(items):
     """Tests under tests/integration start processes (launchers, builds, servers, jobs): they
     carry the `integration` marker, so `make test-unit` can leave them out."""
     for item in items:
-        if "integration" in Path(str(item.path)).parts:
+        if _in_integration(item.path):
             item.add_marker(pytest.mark.integration)
 
 

@@ -73,7 +73,7 @@ def browser() -> str | None:
 
 @functools.cache
 def cpp() -> str | None:
-    from course_utils.export import toolchain_missing
+    from course_utils.cpp import toolchain_missing
 
     missing = toolchain_missing()
     return f"C++ toolchain: {missing}" if missing else None

@@ -1,34 +1,7 @@
 import pytest
 import torch
 
-from course_utils import data
-
-
-def test_synthetic_shapes_and_determinism():
-    a, b = data.SyntheticCIFAR10(train=True, size=64), data.SyntheticCIFAR10(train=True, size=64)
-    image, label = a[3]
-    assert image.shape == (3, 32, 32) and image.dtype == torch.float32
-    assert 0 <= label < 10 and isinstance(label, int)
-    assert torch.equal(a.data, b.data) and torch.equal(a.targets, b.targets)
-    assert not torch.equal(a.data, data.SyntheticCIFAR10(train=False, size=64).data)
-
-
-def test_synthetic_is_roughly_normalized():
-    d = data.SyntheticCIFAR10(size=512)
-    assert abs(float(d.data.mean())) < 0.1 and 0.9 < float(d.data.std()) < 1.1
-
-
-def test_synthetic_classes_are_separable_by_their_pattern():
-    """A nearest-class-mean classifier beats chance by far: the data carry label information."""
-    train, test = data.SyntheticCIFAR10(train=True), data.SyntheticCIFAR10(train=False)
-    means = torch.stack([train.data[train.targets == k].mean(0) for k in range(10)]).flatten(1)
-    predicted = torch.cdist(test.data.flatten(1), means).argmin(1)
-    assert (predicted == test.targets).float().mean() > 0.5
-
-
-def test_size_must_be_positive():
-    with pytest.raises(ValueError, match="size=0 must be at least 1"):
-        data.SyntheticCIFAR10(size=0)
+from course_utils import data, synthetic
 
 
 def test_cifar10_falls_back_and_says_so(tmp_path, capsys):
@@ -89,8 +62,11 @@ def test_is_synthetic_sees_through_random_split(tmp_path):
 
 
 def test_is_synthetic_knows_the_stand_in_on_disk(tmp_path):
-    from course_utils import cifar_standin
-
-    cifar_standin.write_standin(tmp_path, train_size=10, test_size=4)
+    synthetic.write_standin(tmp_path, train_size=10, test_size=4)
     on_disk = data.cifar10(tmp_path, train=False, quiet=True)
     assert not isinstance(on_disk, data.SyntheticCIFAR10) and data.is_synthetic(on_disk)
+
+
+def test_the_stand_in_and_its_constants_stay_importable_from_data():
+    for name in ("SyntheticCIFAR10", "CIFAR10_CLASSES", "CIFAR10_MEAN", "CIFAR10_STD"):
+        assert getattr(data, name) is getattr(synthetic, name), name

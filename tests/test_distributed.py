@@ -62,7 +62,8 @@ def test_slurm_respects_master_addr_and_port():
     assert (env.master_addr, env.master_port) == ("10.0.0.1", 4242)
 
 
-def test_the_batch_script_itself_is_not_a_task():
+def test_the_batch_script_itself_is_not_a_task(fake_commands):
+    fake_commands({"scontrol show hostnames": "cn1\n"})  # where Slurm is installed
     batch = {
         "SLURM_JOB_ID": "9",
         "SLURM_PROCID": "0",
@@ -85,7 +86,8 @@ def test_tasks_on_node_reads_slurms_compressed_counts(spec, node, tasks):
     assert distributed.tasks_on_node(spec, node) == tasks
 
 
-def test_slurm_local_world_size_comes_from_this_nodes_task_count():
+def test_slurm_local_world_size_comes_from_this_nodes_task_count(fake_commands):
+    fake_commands({"scontrol show hostnames": "cn1\ncn2\ncn3\n"})  # where Slurm is installed
     environ = {
         "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_PROCID": "4", "SLURM_LOCALID": "0",
         "SLURM_NTASKS": "5", "SLURM_NODEID": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x2),1",

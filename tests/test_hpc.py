@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from course_utils import hpc
+from course_utils.paths import REPO_ROOT
 
 
 def test_slurm_cpus_per_task_wins():
@@ -58,3 +59,8 @@ def test_in_slurm_job():
 def test_configure_interop_threads_rejects_bad_counts():
     with pytest.raises(ValueError, match="inter-op thread count 0 must be a positive integer"):
         hpc.configure_interop_threads(0)
+
+
+def test_the_cpu_job_script_sets_the_same_malloc_tunables():
+    script = (REPO_ROOT / "slurm" / "cpu_job.sh").read_text()
+    assert f':}}{hpc.MALLOC_TUNABLES}"' in script  # appended to any GLIBC_TUNABLES set before

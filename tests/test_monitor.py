@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from course_utils import monitor
+from course_utils import monitor, processes
 
 
 def test_parse_smi_reads_one_gpu():
@@ -16,14 +16,23 @@ def test_parse_smi_reads_one_gpu():
         monitor.parse_smi(text, 2)
 
 
-def test_gpu_probe_uses_nvidia_smi_without_nvml(tmp_path, monkeypatch):
-    fake = tmp_path / "nvidia-smi"
-    fake.write_text("#!/bin/sh\nprintf '37, 1024\\n55, 2048\\n'\n")
-    fake.chmod(0o755)
+def test_gpu_probe_uses_nvidia_smi_without_nvml(tmp_path, monkeypatch, fake_commands):
+    smi = tmp_path / "nvidia-smi"  # found on PATH; its answer is injected, nothing runs it
+    smi.write_text("")
+    smi.chmod(0o755)
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml fails
     monkeypatch.setenv("PATH", str(tmp_path))
+    fake = fake_commands(
+        {"nvidia-smi --query-gpu=utilization.gpu,memory.used": "37, 1024\n55, 2048\n"}
+    )
     assert monitor.gpu_probe(1)() == {"gpu %": 55.0, "memory MiB": 2048.0}
-    fake.unlink()
+    assert fake.calls == [
+        (str(smi), "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits")
+    ]
+    fake_commands({"nvidia-smi": processes.Finished(("nvidia-smi",), 9, "", "No devices\n", 0.1)})
+    with pytest.raises(RuntimeError, match="nvidia-smi failed \\(exit code 9\\): No devices"):
+        monitor.gpu_probe(0)()
+    smi.unlink()
     assert monitor.gpu_probe() is None  # neither NVML nor nvidia-smi
 
 

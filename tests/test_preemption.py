@@ -2,10 +2,10 @@
 
 import os
 import signal
-import subprocess
 
 import pytest
 
+from course_utils import processes
 from course_utils.preemption import PreemptionFlag, requeue_job
 
 
@@ -19,29 +19,22 @@ def test_flag_catches_usr1_and_term_and_restores_handlers():
     assert {s: signal.getsignal(s) for s in before} == before
 
 
-def fake_run(returncode, stderr=""):
-    calls = []
-
-    def run(cmd, **kwargs):
-        calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, returncode, "", stderr)
-
-    return run, calls
+def test_requeue_outside_slurm_does_nothing(fake_commands):
+    fake = fake_commands({})
+    assert requeue_job(environ={}) is False
+    assert fake.calls == []
 
 
-def test_requeue_outside_slurm_does_nothing():
-    run, calls = fake_run(0)
-    assert requeue_job(environ={}, run=run) is False
-    assert calls == []
+def test_requeue_calls_scontrol_with_the_job_id(fake_commands):
+    fake = fake_commands({"scontrol requeue": ""})
+    assert requeue_job(environ={"SLURM_JOB_ID": "4242"}) is True
+    assert fake.calls == [("scontrol", "requeue", "4242")]
 
 
-def test_requeue_calls_scontrol_with_the_job_id():
-    run, calls = fake_run(0)
-    assert requeue_job(environ={"SLURM_JOB_ID": "4242"}, run=run) is True
-    assert calls == [["scontrol", "requeue", "4242"]]
-
-
-def test_requeue_failure_names_the_job_and_the_fix():
-    run, _ = fake_run(1, "Requested operation is presently disabled")
-    with pytest.raises(RuntimeError, match=r"scontrol requeue 7 failed \(1\).*#SBATCH --requeue"):
-        requeue_job(environ={"SLURM_JOB_ID": "7"}, run=run)
+def test_requeue_failure_names_the_job_and_the_fix(fake_commands):
+    refused = "Requested operation is presently disabled\n"
+    fake_commands({"scontrol requeue": processes.Finished(("scontrol",), 1, "", refused, 0.1)})
+    with pytest.raises(
+        RuntimeError, match=r"scontrol requeue 7 failed \(exit code 1\): Requested .*--requeue"
+    ):
+        requeue_job(environ={"SLURM_JOB_ID": "7"})

@@ -1,8 +1,10 @@
-"""profile_call exports a Chrome trace that read_trace and busiest can read back."""
+"""course_utils.profiling: profile_call exports a Chrome trace that read_trace and busiest read
+back; line_profiler shares and report over the documentation's loop."""
 
 import torch
 
-from course_utils import profiling
+from course_utils import data, models, profiling, throughput
+from course_utils.paths import REPO_ROOT
 from course_utils.profiling import busiest, profile_call, read_trace
 
 
@@ -30,3 +32,27 @@ def test_nvtx_ranges_name_the_block_and_nest(monkeypatch):
     with profiling.nvtx_range("off", enabled=False):
         pass
     assert len(calls) == 4  # disabled: nothing recorded (a CPU run)
+
+
+TINY = data.SyntheticCIFAR10(train=True, size=256)
+
+
+def test_documentation_loop_and_line_shares():
+    model = models.Net()
+    before = model.fc3.bias.detach().clone()
+    loader = data.make_loader(TINY, batch_size=32)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert profiling.documentation_loop(model, loader, opt, steps=2) == 64
+    assert not torch.equal(before, model.fc3.bias)
+    _, shares = profiling.profile_lines(profiling.documentation_loop, model, loader, opt, steps=2)
+    assert "loss.backward()" in shares and abs(sum(shares.values()) - 1) < 1e-6
+
+
+def test_line_report_names_the_file_inside_the_course(monkeypatch):
+    model, optimizer = throughput.build(throughput.NAIVE, "cpu")
+    loader = throughput.make_loader(throughput.NAIVE, TINY, "cpu")
+    profiler, _ = profiling.profile_lines(
+        profiling.documentation_loop, model, loader, optimizer, steps=1
+    )
+    report = profiling.line_report(profiler)
+    assert "File: course_utils/profiling.py" in report and str(REPO_ROOT) not in report

@@ -31,11 +31,13 @@ def test_stored_reference_is_printed_with_its_label(tmp_path, capsys):
     assert reference.show("gpu", "lesson99", directory=tmp_path) is None  # no such section
 
 
-def test_label_names_device_version_date_and_commit():
+def test_label_names_device_version_date_and_commit(fake_commands, monkeypatch):
+    monkeypatch.delenv("COURSE_COMMIT", raising=False)
+    fake_commands({"git rev-parse": "abc1234\n"})
     label = reference.label("matmul", torch.device("cpu"))
     assert label["benchmark"] == "matmul" and label["device_type"] == "cpu"
     assert label["torch"] == torch.__version__ and "CPUs)" in label["device"]
-    assert label["commit"] == "unknown" or len(label["commit"]) >= 7
+    assert label["commit"] == "abc1234"
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
     if action == "build":
         build(src, dst)
     else:
-        dst.write_text(notebook_to_py(nbformat.read(src, as_version=4)))
+        atomic_write_text(dst, notebook_to_py(nbformat.read(src, as_version=4)))
         print(f"wrote {dst}")
     return 0
 

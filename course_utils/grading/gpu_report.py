@@ -13,14 +13,12 @@ step failed, 2 when there is no CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils import processes
 from course_utils.paths import REFERENCE_DIR, REPO_ROOT
-from course_utils.processes import exit_description, kill_session
 from course_utils.tables import text_table
 
 STEPS = ("benchmarks", "references", "gpu-tests", "lessons")
@@ -67,18 +65,16 @@ def run_step(step: Step, python: str = sys.executable, cwd: Path = REPO_ROOT) ->
     """Run one step, its output streamed; past its time limit the step's whole process tree
     (a notebook's kernel too) is killed and the step failed."""
     print(f"== {step.name}: {python} {' '.join(step.argv)}", flush=True)
-    start = time.monotonic()
-    with subprocess.Popen([python, *step.argv], cwd=cwd, start_new_session=True) as proc:
-        try:
-            code = proc.wait(timeout=step.timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            kill_session(proc)  # what the step left behind
-    seconds = time.monotonic() - start
-    if code is None:
-        return Outcome(step.name, False, seconds, f"killed after {step.timeout:g} s")
-    return Outcome(step.name, code == 0, seconds, "" if code == 0 else exit_description(code))
+    done = processes.run(
+        [python, *step.argv], timeout=step.timeout, cwd=cwd, merge=True, on_line=_show
+    )
+    if done.timed_out:
+        return Outcome(step.name, False, done.seconds, f"killed after {step.timeout:g} s")
+    return Outcome(step.name, done.ok, done.seconds, "" if done.ok else done.describe())
+
+
+def _show(line: str) -> None:
+    print(line, end="", flush=True)
 
 
 def report(outcomes: list[Outcome]) -> str:

@@ -16,14 +16,9 @@ from pathlib import Path
 
 import torch
 
+from course_utils.cpp import build_programs, run_model
 from course_utils.device import pick_device
-from course_utils.export import (
-    SAMPLE_SHAPE,
-    aoti_package,
-    build_programs,
-    export_model,
-    run_model,
-)
+from course_utils.export import SAMPLE_SHAPE, aoti_package, export_model
 from course_utils.models import Net
 from course_utils.timing import time_fn
 

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from course_utils import distributed, models
-from course_utils.checkpoint import unwrap_model
+from course_utils.checkpoint import atomic_torch_save, unwrap_model
 from course_utils.data import SyntheticCIFAR10
 
 # What the check runs: per-rank batch, learning rate, steps (small: float noise stays < 1e-8).
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     rank = dist.get_rank() if distributed.is_initialized() else int(os.environ["RANK"])
     distributed.print_line(f"rank {rank}: parameter checksum {models.parameter_hash(trained)}")
     if rank == 0:
-        torch.save(trained.state_dict(), out)
+        atomic_torch_save(trained.state_dict(), out)
     if distributed.is_initialized():
         distributed.barrier()
         distributed.cleanup()

@@ -10,15 +10,17 @@ process with batch 64. course_utils/jobs/ddp_train.py is the full program with o
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler
 
 from course_utils import distributed, models
+from course_utils.checkpoint import atomic_torch_save
 from course_utils.data import SyntheticCIFAR10
 from course_utils.device import local_device
+from course_utils.job_config import parse, shared
 
 
 def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> torch.nn.Module:
@@ -39,13 +41,16 @@ def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> tor
     return model
 
 
+@dataclass(kw_only=True)
+class Options:
+    batch_size: int = shared("batch_size", 32)  # per rank: 2 ranks x 32 = single_process's 64
+    lr: float = shared("lr", 0.01)
+    steps: int = shared("steps", 8)
+    save: str | None = shared("save")
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--save", default=None, help="rank 0 saves the final state_dict here")
-    args = p.parse_args(argv)
+    args = parse(Options, argv, __doc__)
     env = distributed.init_process_group()
     device = local_device(env.local_rank, env.local_world_size)
     torch.manual_seed(0)
@@ -54,7 +59,7 @@ def main(argv=None) -> int:
     train(model, dataset, args.batch_size, args.lr, args.steps, device)
     distributed.print_line(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}")
     if args.save and distributed.is_main_process():
-        torch.save(model.state_dict(), args.save)
+        atomic_torch_save(model.state_dict(), args.save)
     distributed.barrier()
     distributed.cleanup()
     return 0

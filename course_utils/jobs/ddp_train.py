@@ -13,9 +13,9 @@ Options avoid prefixes of torchrun's own (torchrun rejects an ambiguous `--n`).
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -25,34 +25,33 @@ from torch.utils.data import DistributedSampler
 from course_utils import data, distributed, hpc, models, train
 from course_utils.checkpoint import atomic_torch_save
 from course_utils.device import local_device
+from course_utils.job_config import option, parse, shared
 
 MODELS = {"net": models.Net, "widenet": models.WideNet}
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=64, help="per process; global = this x ranks")
-    p.add_argument("--lr", type=float, default=0.05, help="for the global batch (not rescaled)")
-    p.add_argument("--images", type=int, default=4096, help="synthetic training images")
-    p.add_argument("--arch", choices=sorted(MODELS), default="net", help="widenet has BatchNorm")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per process")
-    p.add_argument(
-        "--disable-cuda", action="store_true", help="run on the CPU (gloo) even with GPUs"
-    )
-    p.add_argument(
-        "--backend", choices=["gloo", "nccl"], default=None,
-        help="default: nccl when every rank on a node has a GPU of its own, else gloo",
+@dataclass(kw_only=True)
+class Options:
+    epochs: int = shared("epochs", 2)
+    batch_size: int = shared("batch_size", 64)
+    lr: float = shared("lr", 0.05)
+    images: int = shared("images", 4096)
+    arch: str = option("net", "the model (widenet has BatchNorm)", choices=sorted(MODELS))
+    threads: int | None = shared("threads")
+    disable_cuda: bool = shared("disable_cuda")
+    backend: str | None = option(
+        None, "unset: nccl when every rank on a node has a GPU of its own, else gloo",
+        choices=["gloo", "nccl"],
     )  # fmt: skip
-    p.add_argument("--max-steps", type=int, default=None, help="batches per epoch at most")
-    p.add_argument("--data-root", default=None, help="CIFAR-10 folder (default: synthetic)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--save", default=None, help="rank 0 saves the final state_dict here")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for all ranks")
-    args = p.parse_args(argv)
-    if args.epochs < 1 or args.batch_size < 1:
-        p.error("--epochs and --batch-size must be at least 1")
-    return args
+    max_steps: int | None = shared("max_steps")
+    data_root: str | None = option(None, "CIFAR-10 folder (unset: synthetic images)")
+    seed: int = shared("seed", 0)
+    save: str | None = shared("save")
+    timeout: float = option(60.0, "seconds to wait for all ranks")
+
+
+def parse_args(argv=None) -> Options:
+    return parse(Options, argv, __doc__)
 
 
 def training_set(args):

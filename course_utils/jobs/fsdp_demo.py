@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-import course_utils
 from course_utils import distributed
 
 STEPS, BATCH, WIDTH, LR = 5, 32, 512, 2.0
@@ -54,18 +53,6 @@ def train(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) ->
     return losses
 
 
-def fsdp2_trains_on_this_cpu() -> tuple[bool, str]:
-    """FSDP2's forward and backward record events on the CPU's streams; PyTorch 2.6's CPU stream
-    has no `record_event` ("'Stream' object has no attribute 'record_event'")."""
-    if hasattr(torch.cpu.Stream, "record_event"):
-        return True, ""
-    return False, (
-        f"PyTorch {torch.__version__}'s CPU streams have no record_event, which FSDP2's "
-        f"forward needs on the CPU (PyTorch {course_utils.TESTED_TORCH}, the course's tested "
-        "release, has it): training skipped here"
-    )
-
-
 def main(argv=None) -> int:
     torch.set_num_threads(1)
     env = distributed.init_process_group("gloo")
@@ -83,9 +70,9 @@ def main(argv=None) -> int:
         f"rank {env.rank}: holds {local_bytes(model) / 2**20:.2f} MiB of "
         f"{full / 2**20:.2f} MiB of parameters"
     )
-    trains, why = fsdp2_trains_on_this_cpu()
-    if not trains:
-        distributed.print0(why)
+    why = distributed.fsdp2_trains_on_cpu()
+    if why:
+        distributed.print0(f"{why}: training skipped here")
     else:
         losses = train(model, [batch(env.rank)])  # the mean over ranks: FSDP averages gradients
         gathered = [p.full_tensor() for p in model.parameters()]  # a collective: every rank

@@ -9,28 +9,32 @@ documentation shows); alone, its DDP strategy starts the other processes itself.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import warnings
+from dataclasses import dataclass
 
 import torch
 
 from course_utils import data, models
 from course_utils.distributed import print_line
+from course_utils.job_config import option, parse, shared
 from course_utils.lightning_helpers import lightning_module
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=64, help="per process")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--images", type=int, default=2048, help="synthetic training images")
-    p.add_argument("--devices", type=int, default=2, help="processes (GPUs) per node")
-    p.add_argument("--num-nodes", type=int, default=1)
-    p.add_argument("--accelerator", default="cpu", help="cpu or gpu")
-    return p.parse_args(argv)
+@dataclass(kw_only=True)
+class Options:
+    epochs: int = shared("epochs", 2)
+    batch_size: int = shared("batch_size", 64)
+    lr: float = shared("lr", 0.05)
+    images: int = shared("images", 2048)
+    devices: int = option(2, "processes (GPUs) per node", minimum=1)
+    num_nodes: int = option(1, "nodes", minimum=1)
+    accelerator: str = option("cpu", "Lightning's accelerator: cpu or gpu")
+
+
+def parse_args(argv=None) -> Options:
+    return parse(Options, argv, __doc__)
 
 
 def main(argv=None) -> int:

@@ -8,15 +8,17 @@ side by side as a diff. Both print a checksum of the final parameters and can sa
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from course_utils import models
+from course_utils.checkpoint import atomic_torch_save
 from course_utils.data import SyntheticCIFAR10
 from course_utils.device import pick_device
+from course_utils.job_config import parse, shared
 
 
 def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> torch.nn.Module:
@@ -35,13 +37,16 @@ def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> tor
     return model
 
 
+@dataclass(kw_only=True)
+class Options:
+    batch_size: int = shared("batch_size", 64)
+    lr: float = shared("lr", 0.01)
+    steps: int = shared("steps", 8)
+    save: str | None = shared("save")
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--save", default=None, help="save the final state_dict here")
-    args = p.parse_args(argv)
+    args = parse(Options, argv, __doc__)
     device = pick_device()
     torch.manual_seed(0)
     model = models.Net().to(device)
@@ -49,7 +54,7 @@ def main(argv=None) -> int:
     train(model, dataset, args.batch_size, args.lr, args.steps, device)
     print(f"parameter checksum {models.parameter_hash(model)}")
     if args.save:
-        torch.save(model.state_dict(), args.save)
+        atomic_torch_save(model.state_dict(), args.save)
     return 0
 
 

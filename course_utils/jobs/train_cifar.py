@@ -11,43 +11,36 @@ display the results.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 
 import torch
 
 from course_utils import data, hpc, models, train
 from course_utils.device import local_device
+from course_utils.job_config import option, parse, shared
 from course_utils.ranks import DistEnv, batch_script_warning
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument(
-        "--num-workers", type=int, default=None,
-        help="DataLoader workers (default: one per allocated CPU on a GPU, none on the CPU)",
+@dataclass(kw_only=True)
+class Options:
+    epochs: int = shared("epochs", 1)
+    batch_size: int = shared("batch_size", 128)
+    lr: float = shared("lr", 0.05)
+    num_workers: int | None = option(
+        None, "DataLoader workers (unset: one per allocated CPU on a GPU, none on the CPU)",
+        minimum=0,
     )  # fmt: skip
-    p.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: allocated CPUs)"
-    )
-    p.add_argument(
-        "--disable-cuda", action="store_true", help="run on the CPU even if a GPU is free"
-    )
-    p.add_argument(
-        "--max-steps", type=int, default=None, help="stop each epoch after this many batches"
-    )
-    p.add_argument(
-        "--data-root", default=None, help="CIFAR-10 folder (default: $COURSE_DATA or ./data)"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (batch jobs)")
-    args = p.parse_args(argv)
-    if args.epochs < 1:
-        p.error(f"--epochs {args.epochs}: train for at least 1 epoch")
-    return args
+    threads: int | None = shared("threads")
+    disable_cuda: bool = shared("disable_cuda")
+    max_steps: int | None = shared("max_steps")
+    data_root: str | None = option(None, "CIFAR-10 folder (unset: $COURSE_DATA or ./data)")
+    seed: int = shared("seed", 0)
+    no_progress: bool = option(False, "no progress bar (batch jobs)")
+
+
+def parse_args(argv=None) -> Options:
+    return parse(Options, argv, __doc__)
 
 
 def main(argv=None) -> int:

@@ -12,7 +12,7 @@ What it adds before your program starts, in the folder the job was submitted fro
   SLURM_LOCALID, SLURM_NTASKS). Whichever launcher started the task (course_utils.ranks.DistEnv),
   the other style is set to the same values, so the program runs unchanged under either.
 - torchvision's CIFAR10 accepts the course's synthetic stand-in (`course data synthetic`),
-  checked against its own checksums (course_utils.cifar_standin).
+  checked against its own checksums (course_utils.synthetic).
 The program then runs in this process (same PID, as srun and torchrun expect), as `python
 PROGRAM ...` would run it. slurm/*.sh start every program of yours through it.
 """
@@ -25,8 +25,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from course_utils.cifar_standin import accept_standin_on_import
 from course_utils.ranks import DistEnv, job_master
+from course_utils.synthetic import accept_standin_on_import
 
 USAGE = "usage: python -m course_utils.jobs.your_program (SCRIPT.py | -m MODULE) [ARGS...]"
 

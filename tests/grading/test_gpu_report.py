@@ -1,7 +1,6 @@
 """course_utils.grading.gpu_report: the steps of `make test-gpu` and its one summary table."""
 
-import sys
-
+from course_utils import processes
 from course_utils.grading import gpu_report
 from course_utils.paths import REPO_ROOT
 
@@ -39,9 +38,23 @@ def test_main_refuses_without_a_gpu(capsys):
     assert "needs a CUDA GPU and found none" in capsys.readouterr().err
 
 
-def test_a_step_past_its_limit_is_killed_and_failed(tmp_path):
+def test_a_step_past_its_limit_fails_and_its_output_is_shown(fake_commands, capsys, tmp_path):
+    def sleeper(command):  # what processes.run returns for a step it killed at its limit
+        return processes.Finished(command, None, "collected 3 items\n", "", 0.5)
+
+    fake = fake_commands({"python -c": sleeper, "python -m": "ok\n"})
     step = gpu_report.Step("sleeper", ["-c", "import time; time.sleep(30)"], timeout=0.5)
-    outcome = gpu_report.run_step(step, sys.executable, tmp_path)
-    assert not outcome.passed and outcome.detail == "killed after 0.5 s" and outcome.seconds < 5
-    ok = gpu_report.run_step(gpu_report.Step("ok", ["-c", "pass"], 30), sys.executable, tmp_path)
+    outcome = gpu_report.run_step(step, "python", tmp_path)
+    assert outcome == gpu_report.Outcome("sleeper", False, 0.5, "killed after 0.5 s")
+    ok = gpu_report.run_step(gpu_report.Step("ok", ["-m", "pytest"], 30), "python", tmp_path)
     assert ok.passed and ok.detail == ""
+    assert fake.timeouts == [0.5, 30]
+    out = capsys.readouterr().out
+    assert "== ok: python -m pytest\nok\n" in out  # the step's lines, shown as they came
+
+
+def test_a_failed_step_says_how_it_ended(fake_commands, tmp_path):
+    crashed = processes.Finished(("python",), -11, "", "", 2.0)
+    fake_commands({"python": crashed})
+    outcome = gpu_report.run_step(gpu_report.Step("lesson 07", ["-m", "x"], 60), "python")
+    assert outcome == gpu_report.Outcome("lesson 07", False, 2.0, "signal 11 (SIGSEGV)")

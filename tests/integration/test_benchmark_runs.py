@@ -1,10 +1,12 @@
-"""Benchmarks that start processes: DDP scaling with 1 and 2 ranks."""
+"""Benchmarks that start processes: DDP scaling with 1 and 2 ranks, and the tuning of training
+throughput measured for real (its DataLoader workers are processes)."""
 
 import json
 
 import pytest
+import torch
 
-from benchmarks import ddp_scaling
+from benchmarks import ddp_scaling, train_throughput
 
 
 def _read(path):
@@ -20,3 +22,19 @@ def test_ddp_scaling_one_vs_two_processes(tmp_path):
     assert [row["processes"] for row in r["rows"]] == [1, 2] and one > 0 and two > 0
     assert r["speedup"] == pytest.approx(two / one)
     assert r["scaling_efficiency"] == pytest.approx(two / (2 * one))
+
+
+def test_train_throughput_measured_for_real():
+    """Every tuning step measured on this CPU, DataLoader workers (processes) included; the
+    command line and the saved file are tested with injected rates in tests/test_benchmarks.py."""
+    r = train_throughput.run(
+        torch.device("cpu"), images=64, repeats=1, compile=False, batch_sizes=(64,),
+        dataset_size=256, pairs=1,
+    )  # fmt: skip
+    assert r["torch"] == torch.__version__ and r["device_type"] == "cpu"
+    measured = [s for s in r["steps"] if s["images_per_second"] is not None]
+    names = [s["step"] for s in measured]  # pinned memory and TF32 need a GPU: skipped
+    assert len(names) == 6 and names[2].endswith("DataLoader workers"), names
+    assert all(s["images_per_second"] > 0 for s in measured)
+    naive, tuned = r["naive_images_per_second"], r["tuned_images_per_second"]
+    assert naive > 0 and tuned > 0 and r["speedup"] == pytest.approx(tuned / naive)

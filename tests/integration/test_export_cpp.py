@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from course_utils import cpp
 from course_utils import export as ex
 from course_utils.models import Net
 from course_utils.paths import REPO_ROOT
@@ -215,7 +216,9 @@ def test_a_researchers_cpp14_project_builds_with_one_added_line(tmp_path):
     with pytest.raises(ex.CppProgramError, match="cannot find the CUDA"):
         plain = ex.configure_command(project, tmp_path / "plain")
         plain.remove(f"-DCMAKE_MODULE_PATH={ex.cmake_module_dir()}")
-        ex._run(plain, "cmake configure")  # the documentation's way: it fails
+        cpp._run(
+            plain, "cmake configure", cpp.CONFIGURE_TIMEOUT
+        )  # the documentation's way: it fails
     fixed = original.replace(
         "find_package(Torch REQUIRED)", "include(CourseTorch)\nfind_package(Torch REQUIRED)"
     )

@@ -190,7 +190,10 @@ def test_jupyter_job_serves_lab_on_localhost_with_a_token(tmp_path):
 def test_cpp_job_builds_and_matches_python(jobs):
     result = jobs["cpp_job"].wait(timeout=300)
     assert result.returncode == 0, result.output
-    assert "max |C++ - Python| = 0.00e+00" in result.output, result.output
+    # Equal up to float rounding: the C++ program and Python may split the work over a
+    # different number of threads inside the job (a CI run measured 4.47e-08).
+    diff = re.search(r"max \|C\+\+ - Python\| = (\S+)", result.output)
+    assert diff and float(diff.group(1)) < 1e-5, result.output
 
 
 @pytest.mark.slurm

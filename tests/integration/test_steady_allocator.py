@@ -1,4 +1,4 @@
-"""speed.steady_allocator in a fresh process: freed memory stays mapped for the next step."""
+"""hpc.steady_allocator in a fresh process: freed memory stays mapped for the next step."""
 
 import os
 import platform
@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from course_utils import speed
+from course_utils import hpc
 
 FAULTS_OF_REPEATED_STEPS = """
 import resource, sys, torch
-from course_utils import speed
-fixed = speed.steady_allocator() if sys.argv[1] == "steady" else False
+from course_utils import hpc
+fixed = hpc.steady_allocator() if sys.argv[1] == "steady" else False
 start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(20):  # a training step's activations: 8 blocks of 2 MiB, allocated then freed
     blocks = [torch.ones(2 << 20, dtype=torch.uint8) for _ in range(8)]
@@ -36,5 +36,5 @@ def test_steady_allocator_keeps_freed_memory_for_the_next_step():
     fixed, faults = run("steady")
     assert fixed and faults < 3 * STEP_PAGES  # mapped once, then reused
     # The job-script route: the same thresholds from the environment at start-up.
-    tunables = {"GLIBC_TUNABLES": speed.MALLOC_TUNABLES}
+    tunables = {"GLIBC_TUNABLES": hpc.MALLOC_TUNABLES}
     assert run("default", env=tunables)[1] < 3 * STEP_PAGES

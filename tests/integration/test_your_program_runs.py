@@ -25,7 +25,7 @@ def test_the_program_runs_with_its_arguments_in_place(tmp_path):
 
 
 def test_torchvision_loads_the_standin_only_through_the_course_launcher(tmp_path):
-    from course_utils.cifar_standin import write_standin
+    from course_utils.synthetic import write_standin
 
     write_standin(tmp_path / "data", train_size=20, test_size=10)
     (tmp_path / "train.py").write_text(

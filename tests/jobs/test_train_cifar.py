@@ -16,7 +16,7 @@ def test_runs_on_cpu_and_reports(capsys):
 def test_bad_epochs_is_rejected(capsys):
     with pytest.raises(SystemExit):
         train_cifar.parse_args(["--epochs", "0"])
-    assert "--epochs 0: train for at least 1 epoch" in capsys.readouterr().err
+    assert "--epochs 0: must be at least 1" in capsys.readouterr().err
 
 
 def test_disable_cuda_wins_over_a_gpu(fake_gpus, capsys):

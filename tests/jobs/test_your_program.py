@@ -1,5 +1,7 @@
 """course_utils.jobs.your_program: a learner's program gets both styles of rank variables."""
 
+import pytest
+
 from course_utils.jobs import your_program
 from course_utils.ranks import DistEnv
 
@@ -8,6 +10,12 @@ SLURM_TASK = {
     "SLURM_NTASKS": "4", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
     "SLURM_JOB_NODELIST": "cn[1-2]",
 }  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def scontrol(fake_commands):
+    """Where Slurm is installed, the first host comes from scontrol: its answer, injected."""
+    fake_commands({"scontrol show hostnames": "cn1\ncn2\n"})
 
 
 def test_slurm_task_gets_torchruns_variables():

@@ -1,16 +1,20 @@
-"""The synthetic CIFAR-10 stand-in on disk, in torchvision's own format (cifar-10-batches-py).
+"""The synthetic CIFAR-10 stand-in: in memory (`SyntheticCIFAR10`) and on disk, in torchvision's
+own format (cifar-10-batches-py). Taught in lesson 02.
+
+`SyntheticCIFAR10` is a deterministic, learnable data set of CIFAR-10's shapes, classes and
+statistics (the constants below): `data.cifar10` falls back to it when no CIFAR-10 is there.
 
 Compute nodes have no internet and learners' scripts read CIFAR-10 the documentation's way:
-`torchvision.datasets.CIFAR10(root="./data", download=False)`. `write_standin` writes the
-course's deterministic stand-in (`data.SyntheticCIFAR10`) as the same pickled batches, so such a
-script runs unchanged, and says everywhere that it is synthetic.
+`torchvision.datasets.CIFAR10(root="./data", download=False)`. `write_standin` (`course data
+synthetic`) writes the stand-in as the same pickled batches, so such a script runs unchanged, and
+says everywhere that it is synthetic.
 
 One thing cannot be faked: torchvision checks each file's MD5 against the real archive's. The
 stand-in therefore carries a manifest with its own checksums (COURSE-SYNTHETIC.json), and
 `accept_standin()` lets torchvision accept exactly those files, still verified (a damaged
 stand-in is still refused; the real CIFAR-10 is checked as before). Programs started by the
 course's Slurm scripts and by `python -m course_utils.jobs.your_program` get it automatically;
-it prints one line when it lets a stand-in through. Taught in lesson 02.
+it prints one line when it lets a stand-in through.
 """
 
 from __future__ import annotations
@@ -26,23 +30,73 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import torch
+from torch.utils.data import Dataset
 
 from course_utils.files import atomic_write, atomic_write_text
+
+CIFAR10_CLASSES = (
+    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+)  # fmt: skip
+# Per-channel mean and std of the CIFAR-10 training images (what the lessons' Normalize undoes).
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
 FOLDER = "cifar-10-batches-py"  # torchvision's CIFAR10.base_folder
 MANIFEST = "COURSE-SYNTHETIC.json"
 CIFAR_MODULE = "torchvision.datasets.cifar"
 TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
-CLASSES = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)  # fmt: skip
-# CIFAR-10's per-channel mean and std (what torchvision's Normalize in the lessons undoes).
-MEAN, STD = np.array([0.4914, 0.4822, 0.4465]), np.array([0.2470, 0.2435, 0.2616])
+
+
+# ---------------------------------------------------------------------------- in memory
+
+
+class SyntheticCIFAR10(Dataset):
+    """Deterministic, learnable CIFAR-10 look-alike: 3x32x32 float images, 10 classes.
+
+    Each class has a fixed smooth pattern; an image is its class pattern buried in noise, so the
+    lesson CNN has to learn: with SGD (lr 0.05, momentum 0.9, batch 128) its loss falls within the
+    first epoch of 5,000 images and test accuracy passes 90% by the third. The same
+    (seed, train, size) always gives the same tensors, on any machine.
+    """
+
+    classes = CIFAR10_CLASSES
+
+    def __init__(
+        self, train: bool = True, size: int | None = None, seed: int = 0, noise: float = 4.0
+    ):
+        size = (5000 if train else 1000) if size is None else size
+        if size < 1:
+            raise ValueError(f"size={size} must be at least 1 image")
+        patterns = self._class_patterns(seed)
+        gen = torch.Generator().manual_seed(seed * 1000 + (1 if train else 2))
+        self.targets = torch.randint(0, 10, (size,), generator=gen)
+        noise_images = torch.randn(size, 3, 32, 32, generator=gen)
+        # Scaled to about unit variance per pixel, like normalized CIFAR-10.
+        self.data = (patterns[self.targets] + noise * noise_images) / (1 + noise**2) ** 0.5
+
+    @staticmethod
+    def _class_patterns(seed: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed)
+        coarse = torch.randn(10, 3, 4, 4, generator=gen)
+        return torch.nn.functional.interpolate(
+            coarse, size=32, mode="bilinear", align_corners=False
+        )
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, index: int):
+        return self.data[index], int(self.targets[index])
+
+
+# ---------------------------------------------------------------------------- on disk
 
 
 def _as_bytes(images) -> np.ndarray:
     """Normalized float images (N, 3, 32, 32) -> CIFAR's uint8 rows (N, 3072), channel-major."""
-    pixels = images.numpy() * STD[None, :, None, None] + MEAN[None, :, None, None]
+    mean, std = np.array(CIFAR10_MEAN), np.array(CIFAR10_STD)
+    pixels = images.numpy() * std[None, :, None, None] + mean[None, :, None, None]
     return np.clip(np.rint(pixels * 255), 0, 255).astype(np.uint8).reshape(len(images), -1)
 
 
@@ -68,8 +122,6 @@ def write_standin(
     Same files and layout as CIFAR-10 (5 training batches, a test batch, batches.meta), filled
     with `SyntheticCIFAR10(seed=seed)` images quantized to bytes as real images are.
     """
-    from course_utils.data import SyntheticCIFAR10
-
     if train_size < len(TRAIN_FILES):
         raise ValueError(
             f"train_size={train_size} must be at least {len(TRAIN_FILES)}: CIFAR-10's format "
@@ -93,7 +145,11 @@ def write_standin(
     _write_batch(
         folder / "test_batch", "synthetic test batch (not CIFAR-10)", test.data, test.targets
     )
-    meta = {"label_names": list(CLASSES), "num_cases_per_batch": len(parts[0]), "num_vis": 3072}
+    meta = {
+        "label_names": list(CIFAR10_CLASSES),
+        "num_cases_per_batch": len(parts[0]),
+        "num_vis": 3072,
+    }
     atomic_write(folder / "batches.meta", lambda f: pickle.dump(meta, f, protocol=4))
     files = [*TRAIN_FILES, "test_batch", "batches.meta"]
     manifest = {

@@ -1,4 +1,4 @@
-"""course_utils.cifar_standin: the synthetic stand-in in torchvision's format, loaded unchanged."""
+"""course_utils.synthetic: the stand-in in memory and in torchvision's format, loaded unchanged."""
 
 import json
 import pickle
@@ -8,21 +8,48 @@ import torch
 from torchvision.datasets import CIFAR10
 from torchvision.transforms import ToTensor
 
-from course_utils import cifar_standin, data
+from course_utils import data, synthetic
+
+
+def test_synthetic_shapes_and_determinism():
+    a, b = synthetic.SyntheticCIFAR10(size=64), synthetic.SyntheticCIFAR10(train=True, size=64)
+    image, label = a[3]
+    assert image.shape == (3, 32, 32) and image.dtype == torch.float32
+    assert 0 <= label < 10 and isinstance(label, int)
+    assert torch.equal(a.data, b.data) and torch.equal(a.targets, b.targets)
+    assert not torch.equal(a.data, synthetic.SyntheticCIFAR10(train=False, size=64).data)
+
+
+def test_synthetic_is_roughly_normalized():
+    d = synthetic.SyntheticCIFAR10(size=512)
+    assert abs(float(d.data.mean())) < 0.1 and 0.9 < float(d.data.std()) < 1.1
+
+
+def test_synthetic_classes_are_separable_by_their_pattern():
+    """A nearest-class-mean classifier beats chance by far: the data carry label information."""
+    train, test = synthetic.SyntheticCIFAR10(train=True), synthetic.SyntheticCIFAR10(train=False)
+    means = torch.stack([train.data[train.targets == k].mean(0) for k in range(10)]).flatten(1)
+    predicted = torch.cdist(test.data.flatten(1), means).argmin(1)
+    assert (predicted == test.targets).float().mean() > 0.5
+
+
+def test_size_must_be_positive():
+    with pytest.raises(ValueError, match="size=0 must be at least 1"):
+        synthetic.SyntheticCIFAR10(size=0)
 
 
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    cifar_standin.write_standin(root, train_size=60, test_size=20, seed=3)
+    synthetic.write_standin(root, train_size=60, test_size=20, seed=3)
     return root
 
 
 def test_torchvision_loads_the_standin_unchanged(standin, capsys):
-    cifar_standin.accept_standin()
+    synthetic.accept_standin()
     train = CIFAR10(root=str(standin), train=True, download=False, transform=ToTensor())
     test = CIFAR10(root=str(standin), train=False, download=False)
-    assert (len(train), len(test)) == (60, 20) and train.classes == list(data.CIFAR10_CLASSES)
+    assert (len(train), len(test)) == (60, 20) and train.classes == list(synthetic.CIFAR10_CLASSES)
     image, label = train[7]
     assert image.shape == (3, 32, 32) and 0 <= label < 10
     assert "synthetic CIFAR-10 stand-in, not CIFAR-10" in capsys.readouterr().err
@@ -31,10 +58,10 @@ def test_torchvision_loads_the_standin_unchanged(standin, capsys):
 def test_the_round_trip_keeps_images_and_labels(standin):
     """What torchvision reads back is the course's SyntheticCIFAR10, quantized to bytes as real
     images are (values beyond the 0..255 range clip, as in any 8-bit image)."""
-    cifar_standin.accept_standin()
-    original = data.SyntheticCIFAR10(train=False, size=20, seed=3)
-    mean = torch.tensor(data.CIFAR10_MEAN)[:, None, None]
-    std = torch.tensor(data.CIFAR10_STD)[:, None, None]
+    synthetic.accept_standin()
+    original = synthetic.SyntheticCIFAR10(train=False, size=20, seed=3)
+    mean = torch.tensor(synthetic.CIFAR10_MEAN)[:, None, None]
+    std = torch.tensor(synthetic.CIFAR10_STD)[:, None, None]
     back = CIFAR10(root=str(standin), train=False, download=False, transform=ToTensor())
     for i in (0, 19):
         image, label = back[i]
@@ -46,21 +73,21 @@ def test_the_round_trip_keeps_images_and_labels(standin):
 
 
 def test_a_damaged_standin_is_still_refused(tmp_path):
-    cifar_standin.write_standin(tmp_path, train_size=10, test_size=5)
-    batch = tmp_path / cifar_standin.FOLDER / "test_batch"
+    synthetic.write_standin(tmp_path, train_size=10, test_size=5)
+    batch = tmp_path / synthetic.FOLDER / "test_batch"
     batch.write_bytes(batch.read_bytes()[:-100])  # a truncated copy
-    cifar_standin.accept_standin()
+    synthetic.accept_standin()
     with pytest.raises(RuntimeError, match="not found or corrupted"):
         CIFAR10(root=str(tmp_path), train=False, download=False)
 
 
 def test_it_says_it_is_synthetic_everywhere(standin):
-    folder = standin / cifar_standin.FOLDER
-    manifest = json.loads((folder / cifar_standin.MANIFEST).read_text())
+    folder = standin / synthetic.FOLDER
+    manifest = json.loads((folder / synthetic.MANIFEST).read_text())
     assert manifest["synthetic"] and "not CIFAR-10" in manifest["what"]
     with open(folder / "data_batch_1", "rb") as f:
         assert "not CIFAR-10" in pickle.load(f, encoding="latin1")["batch_label"]
-    assert cifar_standin.is_standin(standin)
+    assert synthetic.is_standin(standin)
 
 
 def test_course_data_cifar10_says_it_found_the_standin(standin, capsys):
@@ -71,15 +98,15 @@ def test_course_data_cifar10_says_it_found_the_standin(standin, capsys):
 
 
 def test_real_data_is_never_overwritten(tmp_path):
-    folder = tmp_path / cifar_standin.FOLDER
+    folder = tmp_path / synthetic.FOLDER
     folder.mkdir()
     (folder / "data_batch_1").write_bytes(b"real CIFAR-10")
     with pytest.raises(ValueError, match="holds CIFAR-10 already"):
-        cifar_standin.write_standin(tmp_path, 10, 5)
+        synthetic.write_standin(tmp_path, 10, 5)
 
 
 def test_sizes_must_fill_the_format(tmp_path):
     with pytest.raises(ValueError, match="test_size=0 must be at least 1"):
-        cifar_standin.write_standin(tmp_path, 10, 0)
+        synthetic.write_standin(tmp_path, 10, 0)
     with pytest.raises(ValueError, match="train_size=3 must be at least 5: .* 5 batch files"):
-        cifar_standin.write_standin(tmp_path, 3, 2)
+        synthetic.write_standin(tmp_path, 3, 2)

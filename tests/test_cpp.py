@@ -1,0 +1,167 @@
+"""course_utils.cpp without building anything: tensor files, places, the CMake command line and
+its time limits, and how a failing build or program is reported (processes.run injected).
+
+The programs themselves are built and run in tests/integration/test_export_cpp.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from course_utils import cpp, paths, processes
+
+
+def test_tensor_file_round_trip(tmp_path):
+    t = torch.randn(2, 3, 4)
+    path = cpp.write_tensor(tmp_path / "t.tensor", t)
+    assert path.read_bytes().startswith(b"course-tensor float32 3 2 3 4\n")
+    assert torch.equal(cpp.read_tensor(path), t)
+
+
+def test_read_tensor_rejects_other_files(tmp_path):
+    (tmp_path / "x").write_bytes(b"hello\n1234")
+    with pytest.raises(ValueError, match="is not a tensor file"):
+        cpp.read_tensor(tmp_path / "x")
+    (tmp_path / "y").write_bytes(b"course-tensor float32 1 4\n" + b"\0" * 8)
+    with pytest.raises(ValueError, match=r"needs 4 values, found 2"):
+        cpp.read_tensor(tmp_path / "y")
+
+
+def test_build_root_and_cpp_dir_follow_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
+    assert paths.build_root() == tmp_path
+    assert (cpp.cpp_source_dir() / "aoti_run.cpp").is_file()
+    monkeypatch.setenv("COURSE_CPP_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="no CMakeLists.txt in .*COURSE_CPP_DIR"):
+        cpp.cpp_source_dir()
+
+
+@pytest.mark.parametrize(
+    ("version", "flags"),
+    [
+        ("3.25.1", []),  # CMake 3 warns about cmake_minimum_required(VERSION 3.0) and goes on
+        ("4.0.0", ["-DCMAKE_POLICY_VERSION_MINIMUM=3.5"]),  # CMake 4 refuses it without this
+        ("4.1.2", ["-DCMAKE_POLICY_VERSION_MINIMUM=3.5"]),
+    ],
+)
+def test_policy_floor_only_for_cmake_4(version, flags):
+    assert cpp.policy_floor(version) == flags
+
+
+def test_configure_command_passes_the_floor_to_cmake_4(tmp_path, monkeypatch):
+    monkeypatch.setattr(cpp, "cmake_version", lambda: "4.0.3")
+    command = cpp.configure_command(tmp_path, tmp_path / "build")
+    assert command[:2] == ["cmake", "-S"] and "-DCMAKE_POLICY_VERSION_MINIMUM=3.5" in command
+    monkeypatch.setattr(cpp, "cmake_version", lambda: "3.31.6")
+    assert not any("POLICY" in arg for arg in cpp.configure_command(tmp_path, tmp_path / "build"))
+
+
+def test_toolchain_missing_names_the_tool(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    assert "cmake not found" in cpp.toolchain_missing()
+    with pytest.raises(cpp.CppProgramError, match="cannot build C\\+\\+ here: cmake"):
+        cpp.build_programs()
+
+
+@pytest.mark.cpp
+def test_unknown_program_and_missing_binary(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown C\+\+ program\(s\) \['nope'\]"):
+        cpp.build_programs(["nope"], folder=tmp_path)
+    with pytest.raises(ValueError, match="build it first with build_programs"):
+        cpp.run_program(tmp_path / "aoti_run")
+
+
+# ---------------------------------------------------------------------------- injected tools
+
+
+@pytest.fixture
+def toolchain(tmp_path, monkeypatch):
+    """cmake and c++ on PATH (empty files: processes.run is faked, nothing runs them), and a
+    CMake project to build."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("cmake", "c++"):
+        (tools / tool).write_text("")
+        (tools / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", str(tools))
+    source = tmp_path / "project"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text("include(CourseTorch)\n")
+    return source, tmp_path / "build"
+
+
+CMAKE_VERSION = "cmake version 4.0.3\n\nCMake suite maintained and supported by Kitware.\n"
+
+
+def test_build_configures_once_then_builds_within_its_limit(toolchain, fake_commands):
+    source, folder = toolchain
+    fake = fake_commands(
+        {"cmake --version": CMAKE_VERSION, "cmake -S": "-- Configuring done\n",
+         "cmake --build": "[2/2] Linking CXX executable example\n"}
+    )  # fmt: skip
+    built = cpp.build_project(source, folder)
+    assert built.configured and not built.up_to_date
+    configure, build = fake.calls[1], fake.calls[2]
+    assert configure[:3] == ("cmake", "-S", str(source))
+    assert "-DCMAKE_POLICY_VERSION_MINIMUM=3.5" in configure  # cmake 4, as answered
+    assert build[:3] == ("cmake", "--build", str(folder))
+    assert fake.timeouts == [60, cpp.CONFIGURE_TIMEOUT, cpp.BUILD_TIMEOUT]
+
+
+def test_nothing_to_compile_is_up_to_date(toolchain, fake_commands):
+    source, folder = toolchain
+    folder.mkdir()
+    cache = f"CMAKE_PREFIX_PATH:UNINITIALIZED={torch.utils.cmake_prefix_path}\n"
+    (folder / "CMakeCache.txt").write_text(cache)  # configured for this PyTorch: not again
+    fake = fake_commands({"cmake --build": "ninja: no work to do.\n"})
+    built = cpp.build_project(source, folder, targets=["example"])
+    assert not built.configured and built.up_to_date
+    assert fake.calls == [
+        ("cmake", "--build", str(folder), "--parallel", str(cpp.allocated_cpus()),
+         "--target", "example")
+    ]  # fmt: skip
+
+
+def test_a_failed_or_hung_build_says_how_and_shows_its_last_lines(toolchain, fake_commands):
+    source, folder = toolchain
+    failed = processes.Finished(("cmake",), 2, "[1/2] Building\n", "main.cpp:3: error: x\n", 1.0)
+    fake_commands({"cmake --version": CMAKE_VERSION, "cmake -S": "", "cmake --build": failed})
+    with pytest.raises(cpp.CppProgramError, match=r"cmake --build failed \(exit code 2\):\n"
+                       r"\[1/2\] Building\nmain.cpp:3: error: x"):  # fmt: skip
+        cpp.build_project(source, folder)
+    hung = processes.Finished(("cmake",), None, "[1/2] Building\n", "", 5.0)
+    fake_commands({"cmake --version": CMAKE_VERSION, "cmake -S": "", "cmake --build": hung})
+    with pytest.raises(cpp.CppProgramError, match="killed after its time limit of 5 s"):
+        cpp.build_project(source, folder, timeout=5)
+
+
+def test_run_model_passes_tensor_files_and_reads_the_output(tmp_path, fake_commands):
+    program = tmp_path / "aoti_run"
+    program.write_text("")
+
+    def aoti_run(command):  # what cpp/aoti_run.cpp does: input file in, output file out
+        _, model, inputs, outputs, *options = command
+        cpp.write_tensor(outputs, cpp.read_tensor(inputs) * 2)
+        return processes.Finished(command, 0, f"model: {model}\nmedian_ms: 1.5\n", "", 0.1)
+
+    fake = fake_commands({"aoti_run": aoti_run})
+    x = torch.randn(3, 4)
+    result = cpp.run_model(program, "net.pt2", x, tmp_path / "work", repeat=7, threads=2)
+    assert torch.equal(result.output, x * 2) and result.median_ms == 1.5
+    assert fake.calls[0][4:] == ("--warmup", "5", "--repeat", "7", "--threads", "2")
+
+
+def test_a_failing_or_hung_program_raises_with_its_message(tmp_path, fake_commands):
+    program = tmp_path / "aoti_run"
+    program.write_text("")
+    error = "aoti_run error: input shape [2, 1, 28, 28] does not match"
+    fake_commands({"aoti_run": processes.Finished(("aoti_run",), 1, "", error + "\n", 0.1)})
+    with pytest.raises(
+        cpp.CppProgramError, match=re.escape(f"aoti_run exited with code 1: {error}")
+    ):
+        cpp.run_program(program)
+    fake_commands({"aoti_run": processes.Finished(("aoti_run",), None, "", "", 9.0)})
+    with pytest.raises(cpp.CppProgramError, match=r"killed after its time limit \(9 s\)"):
+        cpp.run_program(program, timeout=9)
