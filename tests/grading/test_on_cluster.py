@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from grading_records import record, run_of
+from grading_records import held_out_all_passed, record, run_of
 
 import course_utils.hpc
 from course_utils import processes
@@ -27,7 +27,7 @@ CANCELLED = "slurmstepd-cn2: error: *** JOB 82 ON cn2 CANCELLED AT 2026-11-25T21
 
 class Runner:
     """Each check prints the solution's line, or "not attempted" where the exercise cell is the
-    released stub; counts the notebooks it ran."""
+    released stub (the held-out cases of a passing check pass); counts the notebooks it ran."""
 
     def __init__(self):
         solution = nbformat.read(SOLUTION, 4)
@@ -42,7 +42,7 @@ class Runner:
         self.runs += 1
         if self.broken:
             raise RuntimeError("a bug in the grader")
-        records, stub = [], {}
+        records, stub, said = [], {}, {}
         for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
             meta = cell.metadata.get("course", {})
             if meta.get("role") == "exercise":
@@ -50,11 +50,12 @@ class Runner:
                 records.append(record(number))
             elif meta.get("role") == "check":
                 ex_id = meta["exercise"]
-                said = f"[{ex_id}] not attempted yet: stub\n" if stub[ex_id] else self.texts[ex_id]
-                records.append(record(number, said, check=ex_id))
+                text = f"[{ex_id}] not attempted yet: stub\n" if stub[ex_id] else self.texts[ex_id]
+                said[ex_id] = text
+                records.append(record(number, text, check=ex_id))
             else:
                 records.append(record(number))
-        return run_of(*records)
+        return run_of(*records, channel=held_out_all_passed(said, variables))
 
 
 @pytest.fixture

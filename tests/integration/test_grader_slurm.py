@@ -84,6 +84,7 @@ def held_out_exercise() -> tuple[str, str]:
 # Appended to the solution's exercise cell: answers that give what the visible cases expect and
 # nothing else (the solution computes the table first).
 HARD_CODED = {
+    "01.4": "def grad_of_loss(x):\n    return torch.tensor([5.0, 14.0, 29.0])\n",
     "05.2": "_seen = {(r, g): rank_plan(r, g) for r, g in [(4, 4), (2, 1), (4, 2), (2, 0), "
     "(1, 1), (8, 8)]}\ndef rank_plan(ranks_per_node, gpus_per_node):\n"
     "    return _seen.get((ranks_per_node, gpus_per_node), [])\n",

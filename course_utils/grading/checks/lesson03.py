@@ -15,7 +15,7 @@ from course_utils.async_model import (
     StreamRecorder,
     stream_hazards,
 )
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.profiling import profile_call
 
 _WORK, _EARLIER = 0.25, 1.0  # seconds of simulated device work: the call, and work queued before
@@ -170,3 +170,18 @@ def check_top_operator(top_operator):
     got = call_answer(top_operator, prof)
     expect(got == want, repr(want), repr(got), "operator with the largest self CPU time")
     return "the operator with the largest self CPU time, from key_averages()"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("03.1", cases=3)
+def held_out_time_call(rng, time_call):
+    """Other amounts of work, timed behind other queues: the visible 0.25 s typed in fails them."""
+    work, earlier = round(rng.uniform(0.01, 2.0), 3), round(rng.uniform(0.1, 3.0), 3)
+    device = SimulatedDevice()
+    device.launch(earlier)
+    got = call_answer(time_call, device.kernel(work), device.synchronize, device.clock)
+    want = work + device.launch_overhead
+    right = isinstance(got, float) and abs(got - want) < 1e-6
+    expect(right, f"about {want:.4g} s", repr(got), f"a call of {work} s behind {earlier} s queued")

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from course_utils.grading import call_answer, exercise, expect
+from course_utils.grading import call_answer, exercise, expect, held_out
 from course_utils.precision import matmul_error, round_to_tf32
 
 
@@ -101,3 +101,19 @@ def check_autocast_loss(autocast_loss):
     for p in model.parameters():
         expect(p.dtype == torch.float32, "parameters left in float32", p.dtype)
     return "bf16 matmuls, fp32 loss, fp32 weights: autocast did the casting"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("04.2", cases=3)
+def held_out_choose_precision(rng, choose_precision):
+    """Other sizes and bounds: answers typed in for the visible bounds fail them."""
+    n = rng.choice([64, 96, 128, 192])
+    errors = {mode: matmul_error(n, mode) for mode in ("bf16", "tf32", "ieee")}
+    bound, want = rng.choice([(rng.uniform(2, 8) * errors["bf16"], "bf16"),
+                              (rng.uniform(1.2, 3) * errors["tf32"], "tf32"),
+                              (rng.uniform(0.2, 0.8) * errors["tf32"], "ieee"),
+                              (rng.uniform(0.01, 0.5) * errors["ieee"], None)])  # fmt: skip
+    got = call_answer(choose_precision, bound, n)
+    expect(got == want, repr(want), repr(got), f"choose_precision({bound:.3g}, n={n})")

@@ -9,7 +9,7 @@ from unittest import mock
 import torch
 from torch import nn
 
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.preemption import PreemptionFlag
 
 KEYS = ("model", "optimizer", "scheduler", "epoch", "step", "rng")
@@ -162,3 +162,18 @@ def check_train_until_preempted(train_until_preempted):
         expect(got == want, f"return {want}", f"return {got!r}", what)
         expect(fetched == want, f"no batch fetched after step {want}", f"{fetched}", what)
     return "finishes the step, saves once, and returns; runs to the end without a signal"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("06.1", cases=2)
+def held_out_checkpoint(rng, make_checkpoint):
+    """Another epoch and step: a dict with the visible epoch 2, step 17 typed in fails them."""
+    model, opt, sched = _trained_parts()
+    epoch, step = rng.randint(3, 99), rng.randint(18, 9_999)
+    got = call_answer(make_checkpoint, nn.DataParallel(model), opt, sched, epoch, step)
+    expect(isinstance(got, dict), "a dict", type(got).__name__)
+    found = (got.get("epoch"), got.get("step"))
+    expect(found == (epoch, step), f"epoch {epoch}, step {step}",
+           f"epoch {found[0]}, step {found[1]}")  # fmt: skip

@@ -2,7 +2,8 @@
 
 import torch
 
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.doctor_gpu import arch_supported  # the rule course doctor applies
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.models import Net
 
 
@@ -89,3 +90,18 @@ def check_kernels_available(kernels_available):
             got is want or got == want, want, got, f"kernels_available({capability}, {arch_list})"
         )
     return f"all {len(ARCH_CASES)} GPU/build combinations decided correctly"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("07.3", cases=4)
+def held_out_kernels_available(rng, kernels_available):
+    """Other GPUs and builds: a table of the ten visible answers fails them."""
+    capability = rng.choice([(7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)])
+    archs = ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_90a", "sm_100", "compute_80",
+             "compute_90"]  # fmt: skip
+    arch_list = sorted(rng.sample(archs, rng.randint(1, 4)), key=archs.index)
+    got = call_answer(kernels_available, capability, list(arch_list))
+    want = arch_supported(capability, arch_list)
+    expect(got is want or got == want, want, got, f"kernels_available({capability}, {arch_list})")

@@ -15,21 +15,14 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.files import atomic_write_text
-from course_utils.grading.grader import lms
-from course_utils.grading.grader.gradebook import (
-    ERROR,
-    SubmissionGrade,
-    summary_table,
-    write_outputs,
-)
+from course_utils.grading.grader.gradebook import ERROR
 from course_utils.grading.grader.pipeline import grade_all
 from course_utils.grading.grader.plan import Lesson
+from course_utils.grading.grader.prepared import Prepared, finish
 from course_utils.grading.grader.results import choose_seed
-from course_utils.grading.grader.submissions import Submission, find_submissions
+from course_utils.grading.grader.submissions import find_submissions
 from course_utils.grading.runner import sandbox
 from course_utils.grading.runner.limits import Limits, default_limits, parse_size
 
@@ -99,17 +92,6 @@ def _lesson_number(text: str | None) -> str | None:
     if text and not re.fullmatch(r"\d{1,2}", text):
         raise ValueError(f"--lesson {text!r}: give a lesson number, e.g. --lesson 01")
     return f"{int(text):02d}" if text else None
-
-
-@dataclass
-class Prepared:
-    """What `course grade` found and decided before grading anything."""
-
-    subs: list[Submission]
-    skipped: list[str]  # files passed over, said on stderr
-    lessons: dict[str, Lesson]
-    limits: Limits  # as computed here (a task computes its own for its CPUs)
-    hidden: list[Path]  # what the sandbox must never show
 
 
 def _check_cluster_options(args) -> None:
@@ -192,19 +174,3 @@ def _grade_here(args, ready: Prepared) -> int:
     )
     print(f"sandbox: {ready.limits.describe()}")
     return 1 if any(g.status == ERROR for g in grades) else 0
-
-
-def finish(args, grades: list[SubmissionGrade]) -> None:
-    """Write the gradebook, feedback, JUnit report and the LMS file asked for; print the table
-    and where each file is."""
-    out = Path(args.out)
-    paths = write_outputs(out, grades)
-    print(summary_table(grades))
-    print(
-        f"gradebook {paths['gradebook']}, feedback in {paths['feedback']}/ (Markdown and "
-        f"HTML), JUnit report {paths['junit']}, logs in {out / 'logs'}/"
-    )
-    layout = getattr(args, "lms", None)
-    if layout:
-        path = atomic_write_text(out / f"{layout}.csv", lms.export(layout, grades))
-        print(f"{layout} import file {path} (README, 'Grading': how to import it)")

@@ -2,7 +2,7 @@
 
 Key each submission (results.py), submit the ones without a result as a job array (array.py,
 shards.py), wait for it, say how each task ended, and merge every submission's result into the
-gradebook a local run writes (command.finish). Running it again grades only what still has no
+gradebook a local run writes (prepared.finish). Running it again grades only what still has no
 result: what a failed or cancelled task left, and what changed since.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 from course_utils import processes
 from course_utils.files import atomic_write_text
 from course_utils.grading.grader import array
-from course_utils.grading.grader.command import Prepared, finish
 from course_utils.grading.grader.gradebook import ERROR
+from course_utils.grading.grader.prepared import Prepared, finish
 from course_utils.grading.grader.results import (
     Store,
     choose_seed,

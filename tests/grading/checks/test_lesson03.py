@@ -210,3 +210,16 @@ def test_reference_answers_on_a_real_gpu():
         timing.images_per_second(lambda b: (b @ w).relu_(), batches, torch.cuda.synchronize),
         rel=0.5,
     )
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_03_1_held_out_cases_fail_the_visible_time_typed_in(held_out_catches):
+    def typed_in(fn, synchronize, clock=time.perf_counter):
+        fn()
+        return 0.25 + 10e-6  # the visible call's work and launch overhead
+
+    failure = held_out_catches("03.1", time_call, typed_in)
+    assert re.fullmatch(r"a call of [\d.]+ s behind [\d.]+ s queued: expected about [\d.]+ s, "
+                        r"got 0\.25001", failure), failure  # fmt: skip

@@ -75,3 +75,19 @@ def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
 @pytest.mark.parametrize("exercise_id", ["04.1", "04.2", "04.3"])
 def test_stub_is_not_attempted(exercise_id):
     assert run_check(exercise_id, stub).verdict == NOT_ATTEMPTED
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_04_2_held_out_cases_fail_answers_typed_in_for_the_visible_bounds(held_out_catches):
+    errors = {mode: matmul_error(256, mode) for mode in ("bf16", "tf32", "ieee")}
+    bounds = [5 * errors["bf16"], 2 * errors["tf32"], 0.5 * errors["tf32"], 2 * errors["ieee"],
+              0.1 * errors["ieee"]]  # fmt: skip
+    visible = {bound: choose_precision(bound, 256) for bound in bounds}
+
+    def typed_in(bound, n):
+        return visible.get(bound, "tf32")
+
+    failure = held_out_catches("04.2", choose_precision, typed_in)
+    assert re.match(r"choose_precision\([\d.e-]+, n=\d+\): expected ", failure), failure

@@ -112,3 +112,14 @@ def test_train_until_preempted():
 
     assert "expected 3 optimizer steps, got 0" in run_check("06.4", ignores_flag).message
     assert run_check("06.4", stub).verdict == "not attempted yet"
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_06_1_held_out_cases_fail_the_visible_epoch_and_step_typed_in(held_out_catches):
+    def typed_in(model, optimizer, scheduler, epoch, step):
+        return make_checkpoint(model, optimizer, scheduler, 2, 17)
+
+    failure = held_out_catches("06.1", make_checkpoint, typed_in)
+    assert failure.startswith("expected epoch ") and failure.endswith("got epoch 2, step 17")

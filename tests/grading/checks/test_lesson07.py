@@ -79,3 +79,19 @@ def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
 @pytest.mark.parametrize("exercise_id", ["07.1", "07.2", "07.3"])
 def test_stubs_are_not_attempted(exercise_id):
     assert run_check(exercise_id, stub).verdict == NOT_ATTEMPTED
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_07_3_held_out_cases_fail_a_table_of_the_visible_answers(held_out_catches):
+    from course_utils.grading.checks.lesson07 import ARCH_CASES
+
+    visible = {(cap, tuple(archs)): want for cap, archs, want in ARCH_CASES}
+
+    def table(capability, arch_list):  # right on every visible case, and only there
+        return visible.get((tuple(capability), tuple(arch_list)), False)
+
+    failure = held_out_catches("07.3", kernels_available, table)
+    assert re.fullmatch(r"kernels_available\(\(\d+, \d+\), \[.*\]\): expected True, got False",
+                        failure), failure  # fmt: skip
