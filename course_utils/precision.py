@@ -97,16 +97,24 @@ def matmul_error(n: int = 1024, mode: str = "ieee", seed: int = 0, summation: st
     gen = torch.Generator().manual_seed(seed)
     a = torch.randn(n, n, generator=gen, dtype=torch.float64)
     b = torch.randn(n, n, generator=gen, dtype=torch.float64)
-    exact = a @ b
-    a32, b32 = a.float(), b.float()
-    if mode == "tf32":
-        a32, b32 = round_to_tf32(a32), round_to_tf32(b32)
-    elif mode == "bf16":
-        a32, b32 = a32.bfloat16().float(), b32.bfloat16().float()
-    elif mode != "ieee":
-        raise ValueError(f"mode={mode!r} is not one of 'ieee', 'tf32', 'bf16'; pass one of those")
+    a32, b32 = rounded(a.float(), mode), rounded(b.float(), mode)
     result = a32 @ b32 if summation == "library" else chained_matmul(a32, b32)
-    return relative_error(result, exact)
+    return relative_error(result, a @ b)
+
+
+ROUNDINGS = ("ieee", "tf32", "bf16")
+
+
+def rounded(x: torch.Tensor, mode: str) -> torch.Tensor:
+    """float32 `x` as a matmul in `mode` reads it, still float32: "ieee" unchanged, "tf32"
+    rounded to 10 mantissa bits (`round_to_tf32`), "bf16" rounded to bfloat16's 7."""
+    if mode == "tf32":
+        return round_to_tf32(x)
+    if mode == "bf16":
+        return x.bfloat16().float()
+    if mode != "ieee":
+        raise ValueError(f"mode={mode!r} is not one of {ROUNDINGS}; pass one of those")
+    return x
 
 
 @dataclass(frozen=True)

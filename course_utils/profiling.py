@@ -1,6 +1,8 @@
-"""Where the time goes (lessons 03 and 08): torch.profiler made quiet and readable (profile a
-call, export its trace, read the trace back), and line_profiler over the documentation's training
-loop, one statement per line (`profile_lines`, `line_report`, `documentation_loop`)."""
+"""Where the time goes (lessons 03, 04 and 08): torch.profiler made quiet and readable (profile a
+call, export its trace, read the trace back), with each operator's self time
+(`operator_self_times`, lesson 03) and the dtypes its inputs had (`dtypes_by_operator`: what ran
+in bfloat16 under autocast, lesson 04); and line_profiler over the documentation's training loop,
+one statement per line (`profile_lines`, `line_report`, `documentation_loop`, lesson 08)."""
 
 from __future__ import annotations
 
@@ -117,3 +119,50 @@ def profile_lines(fn, *args, **kwargs):
     total = sum(t for _, _, t in timings) or 1
     shares = {source[line - first].strip(): t / total for line, _, t in timings}
     return profiler, shares
+
+
+def operator_self_times(events: list[dict]) -> Counter:
+    """Self time in microseconds per operator name, from a trace's events (`read_trace`).
+
+    An operator's self time is its duration less that of the operators it calls (its direct
+    children on the same thread): what `key_averages()` reports as self CPU time, but read from
+    the exported trace. Only operator events count ("cat": "cpu_op"); annotations do not.
+    """
+    ops = sorted(
+        (e for e in events if e.get("cat") == "cpu_op"),
+        key=lambda e: (e.get("pid"), e.get("tid"), float(e["ts"]), -float(e["dur"])),
+    )
+    own: Counter = Counter()
+    stack: list[tuple[tuple, float, str]] = []  # (thread, end time, name) of open operators
+    for e in ops:
+        thread, start, dur = (e.get("pid"), e.get("tid")), float(e["ts"]), float(e["dur"])
+        while stack and (stack[-1][0] != thread or stack[-1][1] <= start):
+            stack.pop()
+        if stack:
+            own[stack[-1][2]] -= dur  # the parent's time spent in this child is not its own
+        own[e["name"]] += dur
+        stack.append((thread, start + dur, e["name"]))
+    return own
+
+
+_DTYPES = {
+    "float": "float32",
+    "c10::BFloat16": "bfloat16",
+    "c10::Half": "float16",
+    "double": "float64",
+}
+
+
+def dtypes_by_operator(events: list[dict]) -> dict[str, set[str]]:
+    """The floating-point dtypes each operator's tensor inputs had, per call, from a trace
+    recorded with shapes (`profile_call` records them): {"aten::addmm": {"bfloat16"}, ...}.
+
+    A call whose inputs mix dtypes counts as "mixed" (under autocast, the outer dispatch of an
+    op still sees float32 weights; the call it makes after casting sees bfloat16 only).
+    """
+    found: dict[str, set[str]] = {}
+    for e in events:
+        kinds = {_DTYPES[t] for t in e.get("args", {}).get("Input type", []) if t in _DTYPES}
+        if e.get("cat") == "cpu_op" and kinds:
+            found.setdefault(e["name"], set()).add(kinds.pop() if len(kinds) == 1 else "mixed")
+    return found

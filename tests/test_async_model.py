@@ -1,13 +1,14 @@
-"""The toy asynchronous device and the stream recorder behave like the rules they model."""
+"""The toy asynchronous device, its events and its log behave like the rules they model."""
+
+import re
 
 import pytest
-import torch
 
 from course_utils.async_model import (
     SimulatedDevice,
     SimulatedTrainStep,
-    StreamRecorder,
-    stream_hazards,
+    log_lines,
+    timing_problems,
 )
 
 
@@ -50,117 +51,99 @@ def test_train_step_pays_its_first_call_once_and_pipelines_with_the_device():
     assert dev.clock() == pytest.approx(0.501 + 0.030)
 
 
-def test_recorder_logs_what_each_stream_made_and_read():
-    cuda = StreamRecorder()
-    a = cuda.track(torch.ones(3))
-    s = cuda.Stream()
-    (a * 2).sum()  # on the default stream
-    with cuda.stream(s):
-        assert cuda.current_stream() is s
-        torch.sum(a)
-    assert cuda.current_stream() is cuda.default_stream()
-    a.record_stream(s)
-    assert cuda.log[0] == ("made", "default", "A")
-    assert [e for e in cuda.log if e[0] == "op"] == [
-        ("op", "default", "mul", ("A",), "the mul result"),
-        ("op", "default", "sum", ("the mul result",), "the sum result"),
-        ("op", "side", "sum", ("A",), "the sum result"),
+def test_the_log_records_launches_waits_and_readings():
+    dev = SimulatedDevice(launch_overhead=0.5)
+    dev.launch(2.0, "matmul")
+    dev.clock()
+    dev.synchronize()
+    assert dev.log == [("launch", "matmul", 0.5, 0.5, 2.5), ("clock", 0.5, 2.5), ("sync", 2.5)]
+
+
+def test_events_time_the_device_and_need_a_wait_before_elapsed_time():
+    dev = SimulatedDevice(launch_overhead=0.0)
+    dev.launch(1.0, "earlier")  # the start event is reached only when this is done
+    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+    start.record()
+    dev.launch(0.25, "matmul")
+    end.record()
+    with pytest.raises(RuntimeError, match="device not ready.*end.synchronize"):
+        start.elapsed_time(end)
+    end.synchronize()
+    assert start.elapsed_time(end) == pytest.approx(250.0)  # milliseconds, as CUDA's
+    assert dev.clock() == pytest.approx(1.25)
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        dev.Event().elapsed_time(end)
+
+
+def _timed(measure):
+    """A device with 1 s of earlier work queued, `measure(dev, kernel)`'s result, the log."""
+    dev = SimulatedDevice(launch_overhead=1e-3)
+    dev.launch(1.0, "earlier")
+    seconds = measure(dev, dev.kernel(0.25, "matmul"))
+    return timing_problems(dev.log, seconds, "matmul")
+
+
+def _synced(dev, kernel):
+    dev.synchronize()
+    start = dev.clock()
+    kernel()
+    dev.synchronize()
+    return dev.clock() - start
+
+
+def _naive(dev, kernel):
+    start = dev.clock()
+    kernel()
+    return dev.clock() - start
+
+
+def _no_first_sync(dev, kernel):
+    start = dev.clock()
+    kernel()
+    dev.synchronize()
+    return dev.clock() - start
+
+
+def _events(dev, kernel, scale=1e-3):
+    start, end = dev.Event(enable_timing=True), dev.Event(enable_timing=True)
+    start.record()
+    kernel()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * scale
+
+
+def test_timing_problems_accepts_synchronized_clocks_and_events():
+    assert _timed(_synced) == []
+    assert _timed(_events) == []
+
+
+@pytest.mark.parametrize(
+    ("measure", "problem"),
+    [
+        (_naive, r"clock stopped 1.25 s before matmul's device work ended: synchronize"),
+        (_no_first_sync, r"still busy with earlier work .*\(1 s of it were counted\)"),
+        (lambda dev, k: _events(dev, k, scale=1), r"elapsed_time\(\) returns milliseconds"),
+        (lambda dev, k: (k(), 0.25)[1], r"0.25 is no interval this device recorded"),
+        (lambda dev, k: (dev.clock(), dev.clock())[1], r"matmul was never launched"),
+        (lambda dev, k: _synced(dev, lambda: (k(), k())), r"2 calls of matmul between"),
+    ],
+)
+def test_timing_problems_names_what_went_wrong(measure, problem):
+    problems = _timed(measure)
+    assert len(problems) == 1 and re.search(problem, problems[0]), problems
+
+
+def test_log_lines_say_each_entry_in_words():
+    dev = SimulatedDevice(launch_overhead=0.0)
+    dev.launch(0.5, "matmul")
+    end = dev.Event()
+    end.record()
+    end.synchronize()
+    dev.clock()
+    assert log_lines(dev.log) == [
+        "launch 'matmul': queued at 0.000000, ran on the device 0.000000 to 0.500000",
+        "event 1 recorded; the device reaches it at 0.500000",
+        "event 1.synchronize(): the host waited until 0.500000",
+        "clock() read 0.500000; the device busy until 0.500000",
     ]
-    assert cuda.log[-1] == ("record_stream", "A", "side")
-
-
-def test_in_place_ops_keep_the_label_and_move_the_producer():
-    cuda = StreamRecorder()
-    a, s = cuda.track(torch.empty(4), "buffer"), cuda.Stream()
-    with cuda.stream(s):
-        a.normal_()  # the side stream now produces the buffer's values
-    torch.sum(a)  # read on the default stream without waiting
-    assert cuda.log[1] == ("op", "side", "normal_", ("buffer",), "buffer")
-    hazards = stream_hazards(cuda.log, result_read_on=None)
-    assert any(h.startswith("the default stream may read buffer before the side") for h in hazards)
-
-
-def _run(body):
-    cuda = StreamRecorder()
-    a, s = cuda.track(torch.ones(4)), cuda.Stream()
-    body(cuda, a, s)
-    return stream_hazards(cuda.log)
-
-
-def test_hazards_of_the_notes_incorrect_example_and_its_fix():
-    def racing(cuda, a, s):
-        with cuda.stream(s):
-            torch.sum(a)
-
-    def fixed(cuda, a, s):
-        s.wait_stream(cuda.default_stream())
-        with cuda.stream(s):
-            torch.sum(a)
-        a.record_stream(s)
-        cuda.current_stream().wait_stream(s)
-
-    assert len(_run(racing)) == 3
-    assert _run(fixed) == []
-
-
-def test_waiting_the_wrong_way_round_is_still_a_race():
-    def backwards(cuda, a, s):
-        cuda.current_stream().wait_stream(s)  # default waits for side: does not order the read
-        with cuda.stream(s):
-            torch.sum(a)
-        a.record_stream(s)
-        cuda.current_stream().wait_stream(s)
-
-    assert any("side stream may read A before the default stream" in h for h in _run(backwards))
-
-
-def test_no_side_stream_work_is_reported():
-    assert "no operation ran on the side stream" in _run(lambda cuda, a, s: torch.sum(a))[0]
-
-
-def _backward_hazards(case):
-    cuda = StreamRecorder()
-    w = torch.ones(3, requires_grad=True)
-    loss = cuda.track(torch.randn(4, 3), "x") @ w  # forward on the default stream
-    case(loss, cuda.Stream(), cuda)
-    assert w.grad is not None  # the real backward ran
-    return stream_hazards(cuda.log, result_read_on=None)
-
-
-def test_initial_gradient_made_in_the_side_stream_is_safe():
-    def populated_in_side_stream(loss, s, cuda):
-        with cuda.stream(s):
-            loss.backward(gradient=torch.ones_like(loss))
-
-    assert _backward_hazards(populated_in_side_stream) == []
-
-
-def test_initial_gradient_made_outside_needs_wait_stream_and_record_stream():
-    def populated_outside(loss, s, cuda):
-        initial_grad = torch.ones_like(loss)
-        with cuda.stream(s):
-            loss.backward(gradient=initial_grad)
-
-    def synchronized(loss, s, cuda):
-        initial_grad = torch.ones_like(loss)
-        s.wait_stream(cuda.current_stream())
-        with cuda.stream(s):
-            initial_grad.record_stream(s)
-            loss.backward(gradient=initial_grad)
-
-    unsafe = _backward_hazards(populated_outside)
-    assert [h.split(":")[1].strip() for h in unsafe] == [
-        "call s.wait_stream(cuda.current_stream()) before the side-stream work",
-        "call .record_stream(s) on the ones_like result",
-    ]
-    assert _backward_hazards(synchronized) == []
-
-
-def test_a_host_synchronize_after_the_read_also_keeps_the_memory():
-    def synchronized_on_the_host(cuda, a, s):
-        s.wait_stream(cuda.current_stream())
-        with cuda.stream(s):
-            torch.sum(a)
-        s.synchronize()  # the host waits for the side stream: a can be freed afterwards
-
-    assert _run(synchronized_on_the_host) == []

@@ -1,11 +1,18 @@
 """course_utils.profiling: profile_call exports a Chrome trace that read_trace and busiest read
 back; line_profiler shares and report over the documentation's loop."""
 
+import pytest
 import torch
 
 from course_utils import data, models, profiling, throughput
 from course_utils.paths import REPO_ROOT
-from course_utils.profiling import busiest, profile_call, read_trace
+from course_utils.profiling import (
+    busiest,
+    dtypes_by_operator,
+    operator_self_times,
+    profile_call,
+    read_trace,
+)
 
 
 def test_profile_call_exports_and_reads_back_a_trace(tmp_path):
@@ -56,3 +63,52 @@ def test_line_report_names_the_file_inside_the_course(monkeypatch):
     )
     report = profiling.line_report(profiler)
     assert "File: course_utils/profiling.py" in report and str(REPO_ROOT) not in report
+
+
+def _op(name, ts, dur, tid=1, types=None):
+    event = {"name": name, "cat": "cpu_op", "ph": "X", "ts": ts, "dur": dur, "pid": 0, "tid": tid}
+    return {**event, "args": {"Input type": types}} if types else event
+
+
+def test_self_time_is_the_duration_less_the_direct_children():
+    events = [
+        _op("aten::linear", 0, 100),  # calls t (10) and addmm (70), which calls copy_ (20)
+        _op("aten::t", 5, 10),
+        _op("aten::addmm", 20, 70),
+        _op("aten::copy_", 30, 20),
+        _op("aten::addmm", 200, 30),  # a second call, summed by name
+        _op("aten::mm", 0, 50, tid=2),  # another thread: not a child of linear
+        {"name": "ProfilerStep#1", "cat": "user_annotation", "ph": "X", "ts": 0, "dur": 300},
+    ]
+    assert operator_self_times(events) == {
+        "aten::linear": 20, "aten::t": 10, "aten::addmm": 80, "aten::copy_": 20, "aten::mm": 50,
+    }  # fmt: skip
+
+
+def test_self_times_from_a_trace_equal_the_profilers_own(tmp_path):
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    batch = torch.randn(32, 64)
+    prof = profile_call(lambda: net(batch).sum().backward(), trace_path=tmp_path / "t.json")
+    from_trace = operator_self_times(read_trace(tmp_path / "t.json"))
+    for e in prof.key_averages():
+        if e.key in from_trace:
+            assert from_trace[e.key] == pytest.approx(e.self_cpu_time_total, abs=1.0), e.key
+
+
+def test_dtypes_by_operator_tells_autocasts_bfloat16_calls_from_float32_ones(tmp_path):
+    events = [
+        _op("aten::linear", 0, 9, types=["c10::BFloat16", "float", "float"]),  # before casts
+        _op("aten::linear", 10, 9, types=["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"]),
+        _op("aten::log_softmax", 20, 9, types=["float", "Scalar", "Scalar"]),
+        _op("aten::nll_loss", 30, 9, types=["float", "long int", ""]),
+        _op("aten::empty", 40, 1, types=["ScalarList", "Scalar"]),
+    ]
+    assert dtypes_by_operator(events) == {
+        "aten::linear": {"mixed", "bfloat16"},
+        "aten::log_softmax": {"float32"},
+        "aten::nll_loss": {"float32"},
+    }
+    lin = torch.nn.Linear(8, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        profile_call(lambda: lin(torch.randn(2, 8)), trace_path=tmp_path / "a.json")
+    assert "bfloat16" in dtypes_by_operator(read_trace(tmp_path / "a.json"))["aten::addmm"]

@@ -38,6 +38,7 @@ def _lesson03(n: int) -> dict:
     torch.cuda.empty_cache()
     return {
         "matmul n": n,
+        "compute capability": "{}.{}".format(*torch.cuda.get_device_capability()),
         "naive host clock, ms": contrast.naive * 1e3,
         "synchronized, ms": contrast.synced * 1e3,
         "CUDA events, ms": start.elapsed_time(end),

@@ -1,46 +1,85 @@
 """Each lesson-03 checker passes the reference answer, fails a known-wrong one, spots a stub.
 
-03.1, 03.2 and 03.3 are verified against course_utils.async_model (a simulated device, a
-simulated training step and a recording stand-in for torch.cuda); test_async_model.py tests that
-model, and the gpu-marked test below runs the reference answers on a real GPU.
+03.1, 03.2 and 03.3 are verified against course_utils.async_model (a simulated device with its
+log, a simulated training step and a recording stand-in for torch.cuda); test_async_model.py
+tests that model, and the gpu-marked test below runs the reference answers on a real GPU. 03.4
+profiles a real training step on this CPU and reads the trace it exported.
 """
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from course_utils import timing
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
+from course_utils.profiling import profile_call
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Exercise: ...")
 
 
-def time_call(fn, synchronize, clock=time.perf_counter):
-    synchronize()
+def time_call(fn, device=torch.cuda, clock=time.perf_counter):
+    device.synchronize()
     start = clock()
     fn()
-    synchronize()
+    device.synchronize()
     return clock() - start
 
 
-def time_call_naive(fn, synchronize, clock=time.perf_counter):
+def time_call_with_events(fn, device=torch.cuda, clock=time.perf_counter):
+    start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1000
+
+
+def time_call_naive(fn, device=torch.cuda, clock=time.perf_counter):
     start = clock()
     fn()
     return clock() - start
 
 
-def time_call_no_initial_sync(fn, synchronize, clock=time.perf_counter):
+def time_call_no_initial_sync(fn, device=torch.cuda, clock=time.perf_counter):
     start = clock()
     fn()
-    synchronize()
+    device.synchronize()
     return clock() - start
+
+
+def time_call_events_in_ms(fn, device=torch.cuda, clock=time.perf_counter):
+    return time_call_with_events(fn, device, clock) * 1000
+
+
+def time_call_events_without_waiting(fn, device=torch.cuda, clock=time.perf_counter):
+    start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    return start.elapsed_time(end) / 1000
+
+
+def time_call_typed(fn, device=torch.cuda, clock=time.perf_counter):
+    fn()
+    return 0.25  # a figure copied from somewhere, not measured
 
 
 def side_stream_sum(A, s, cuda=torch.cuda):
+    s.wait_stream(cuda.current_stream())
+    with cuda.stream(s):
+        B = torch.sum(A)
+    A.record_stream(s)
+    B.record_stream(cuda.current_stream())
+    cuda.current_stream().wait_stream(s)
+    return B
+
+
+def side_stream_sum_without_b_record(A, s, cuda=torch.cuda):  # the answer before issue 22
     s.wait_stream(cuda.current_stream())
     with cuda.stream(s):
         B = torch.sum(A)
@@ -68,6 +107,7 @@ def side_stream_sum_synchronize(A, s, cuda=torch.cuda):  # correct, if slower
     with cuda.stream(s):
         B = torch.sum(A)
     cuda.synchronize()
+    B.record_stream(cuda.current_stream())  # the host waited, but the caller's use comes later
     return B
 
 
@@ -125,23 +165,35 @@ def skips_the_last_batch(train_step, batches, synchronize, clock=time.perf_count
     return images_per_second(train_step, batches[:-1], synchronize, clock, warmup)
 
 
-def top_operator(prof):
+def most_expensive_operator(step, trace_path):
+    prof = profile_call(step, trace_path=trace_path)
     return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
 
 
-def top_operator_inclusive(prof):
+def by_total_time(step, trace_path):
+    prof = profile_call(step, trace_path=trace_path)
     return max(prof.key_averages(), key=lambda e: e.cpu_time_total).key
+
+
+def without_a_trace(step, trace_path):
+    return most_expensive_operator(step, Path(trace_path).with_name("elsewhere.json"))
+
+
+def profiles_something_else(step, trace_path):
+    a = torch.randn(256, 256)
+    return most_expensive_operator(lambda: a @ a, trace_path)
 
 
 @pytest.mark.parametrize(
     ("exercise_id", "answer"),
     [
         ("03.1", time_call),
+        ("03.1", time_call_with_events),
         ("03.2", side_stream_sum),
         ("03.2", side_stream_sum_synchronize),
         ("03.3", images_per_second),
         ("03.3", timing.images_per_second),
-        ("03.4", top_operator),
+        ("03.4", most_expensive_operator),
     ],
 )
 def test_reference_answers_pass(exercise_id, answer):
@@ -152,10 +204,29 @@ def test_reference_answers_pass(exercise_id, answer):
 @pytest.mark.parametrize(
     ("exercise_id", "answer", "message"),
     [
-        ("03.1", time_call_naive, r"expected about 0.25 s .* the clock stopped at the launch"),
-        ("03.1", time_call_no_initial_sync, r"got 1.25 s: earlier queued work was counted"),
+        (
+            "03.1",
+            time_call_naive,
+            r"an idle simulated GPU: expected the seconds of one call on the device, got 1e-05: "
+            r"the clock stopped 0.25 s before the call's device work ended: synchronize",
+        ),
+        (
+            "03.1",
+            time_call_no_initial_sync,
+            r"busy with earlier work: .* got 1.25: the device was still busy with earlier work "
+            r"when the clock started \(1 s of it were counted\)",
+        ),
+        ("03.1", time_call_events_in_ms, r"got 250: elapsed_time\(\) returns milliseconds"),
+        ("03.1", time_call_events_without_waiting, r"RuntimeError: .*device not ready"),
+        ("03.1", time_call_typed, r"got 0.25: 0.25 is no interval this device recorded"),
         ("03.2", side_stream_sum_racing, r"expected no race, got the side stream may read A bef"),
         ("03.2", side_stream_sum_no_record, r"got A may be freed.*call A.record_stream\(s\)"),
+        (
+            "03.2",
+            side_stream_sum_without_b_record,
+            r"got the sum result may be freed and its memory reused while the default stream "
+            r"still reads it: call .record_stream\(cuda.current_stream\(\)\) on the sum result$",
+        ),
         (
             "03.3",
             as_found,
@@ -181,7 +252,14 @@ def test_reference_answers_pass(exercise_id, answer):
         ),
         ("03.3", uses_perf_counter, r"expected 3,897.2 images/s, got .*: the clock was never read"),
         ("03.3", skips_the_last_batch, r"train_step ran 11 times for 12 batches"),
-        ("03.4", top_operator_inclusive, r"expected 'aten::\w+', got 'aten::matmul'"),
+        (
+            "03.4",
+            by_total_time,
+            r"expected 'aten::\w+', with the largest self time in your trace \(.* ms\), got "
+            r"'[^']+', with \d+% of that: rank by self time",
+        ),
+        ("03.4", without_a_trace, r"expected a Chrome trace written to trace_path"),
+        ("03.4", profiles_something_else, r"got a trace without a backward pass"),
     ],
 )
 def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
@@ -198,8 +276,8 @@ def test_stub_is_not_attempted(exercise_id):
 @pytest.mark.gpu
 def test_reference_answers_on_a_real_gpu():
     a = torch.randn(2048, 2048, device="cuda")
-    seconds = time_call(lambda: a @ a, torch.cuda.synchronize)
-    assert seconds > 0
+    seconds = time_call(lambda: a @ a)
+    assert seconds > 0 and time_call_with_events(lambda: a @ a) > 0
     A = torch.empty(1000, 1000, device="cuda").normal_(0.0, 1.0)
     B = side_stream_sum(A, torch.cuda.Stream())
     assert torch.allclose(B, A.sum())
@@ -215,11 +293,15 @@ def test_reference_answers_on_a_real_gpu():
 # ---- held-out cases ------------------------------------------------------------------------
 
 
-def test_03_1_held_out_cases_fail_the_visible_time_typed_in(held_out_catches):
-    def typed_in(fn, synchronize, clock=time.perf_counter):
-        fn()
-        return 0.25 + 10e-6  # the visible call's work and launch overhead
+def test_03_3_held_out_cases_fail_the_visible_figures_typed_in(held_out_catches):
+    from course_utils.grading.checks.lesson03 import _LOOPS, _measure
 
-    failure = held_out_catches("03.1", time_call, typed_in)
-    assert re.fullmatch(r"a call of [\d.]+ s behind [\d.]+ s queued: expected about [\d.]+ s, "
-                        r"got 0\.25001", failure), failure  # fmt: skip
+    visible = {(len(sizes), warmup): _measure(timing.images_per_second, settings, sizes, warmup)[0]
+               for _, settings, sizes, warmup in _LOOPS}  # fmt: skip
+
+    def typed_in(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
+        return visible.get((len(batches), warmup), 1000.0)  # runs nothing at all
+
+    failure = held_out_catches("03.3", images_per_second, typed_in)
+    assert re.match(r"batches of \[[\d, ]+\], warmup=\d \(simulated\): expected [\d,.]+ images/s",
+                    failure), failure  # fmt: skip
