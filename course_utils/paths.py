@@ -10,6 +10,7 @@ reference results (lessons 03, 04 and 08).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from course_utils import processes
@@ -45,6 +46,21 @@ def course_file(relative: str) -> Path:
             "(README, 'On a cluster')"
         )
     return path
+
+
+def as_learner_sees(text: str, home: str | None = None) -> str:
+    """`text` (a log, a traceback) with this machine's paths written as a learner reads them on
+    their own copy: the course's files relative to the course folder (`course_utils/jobs/x.py`,
+    `.venv/bin/python`), anything else in the home folder as `~/...`. Committed logs and
+    outputs then show no folder of the machine that made them."""
+    ends = r"[\s'\"),:;]"  # what may follow a path that ends there
+    root = re.escape(str(REPO_ROOT))
+    shown = re.sub(f"{root}/", "", text)
+    shown = re.sub(f"{root}(?={ends}|$)", ".", shown, flags=re.M)
+    home = (home if home is not None else os.path.expanduser("~")).rstrip("/")
+    if home:
+        shown = re.sub(f"{re.escape(home)}(?=/|{ends}|$)", "~", shown, flags=re.M)
+    return shown
 
 
 def commit() -> str:

@@ -49,3 +49,19 @@ def test_build_root_follows_the_environment(tmp_path, monkeypatch):
     assert paths.build_root() == paths.REPO_ROOT / "build"
     monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
     assert paths.build_root() == tmp_path
+
+
+def test_as_learner_sees_writes_the_course_relative_and_the_home_as_tilde():
+    root = str(paths.REPO_ROOT)
+    text = (
+        f'File "{root}/course_utils/jobs/faulty_ddp.py", line 9\n'
+        f"of binary: {root}/.venv/bin/python in {root}\n"
+        "Python v3.11.7 (/home/ada/.pyenv/versions/3.11.7/bin/python3.11)\n"
+        f"{root}-old/x.py /home/adam/y /opt/site/python\n"
+    )
+    assert paths.as_learner_sees(text, home="/home/ada") == (
+        'File "course_utils/jobs/faulty_ddp.py", line 9\n'
+        "of binary: .venv/bin/python in .\n"
+        "Python v3.11.7 (~/.pyenv/versions/3.11.7/bin/python3.11)\n"
+        f"{root}-old/x.py /home/adam/y /opt/site/python\n"
+    )

@@ -15,5 +15,6 @@
     faulty_ddp        a training loop that fails on purpose, one way at a time (09)
     stacks            py-spy every rank of a Slurm job on this node (09)  slurm/stacks.sh
     memory_peak       peak memory of a step: big batch, accumulation, checkpointing (09)
+    loader_memory     DataLoader workers that each copy a file, or share it (09) slurm/loader_oom.sh
 Each program's options are in its `parse_args`; it imports lesson helpers, never the other way.
 """

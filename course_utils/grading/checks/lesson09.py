@@ -5,7 +5,11 @@ the course's faulty_ddp under torchrun) and those the learner's notebook just ma
 the truth its program wrote. 09.2 runs the learner's function on real forked ranks (gloo)
 under a timeout. 09.3 reads a batch script with the rules of failures.batch_script_problems
 (tests/integration/test_failures_slurm.py submits the lesson's broken and repaired scripts to
-a real Slurm). 09.4 compares gradients with one backward over the whole batch.
+a real Slurm). 09.4 compares gradients with one backward over the whole batch. 09.5 runs the
+learner's DataLoader for a whole epoch on a file of images written for the check and measures
+what each worker holds of its own while it reads (job_memory.read_loader): a run here, with
+workers forked from the kernel, since a job's cgroup counts the same pages (no Slurm needed;
+course_utils/reference/cluster_loader_oom.json is that job, recorded on the test cluster).
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
-from course_utils import failures, memory, sbatch
+from course_utils import failures, job_memory, memory, paths, sbatch
+from course_utils.files import atomic_write_text
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 RECORDED_RUNS = Path(__file__).with_name("lesson09_runs")
@@ -26,7 +33,8 @@ RECORDED_FAULTS = [(fault, rank) for fault in failures.CAUSES for rank in (0, 1)
 
 
 def record_runs(destination=RECORDED_RUNS) -> None:
-    """Provoke every fault on rank 0 and on rank 1 and keep each log with its truth:
+    """Provoke every fault on rank 0 and on rank 1 and keep each log with its truth, paths
+    written as a learner reads them on their own copy (paths.as_learner_sees):
     python -c "from course_utils.grading.checks.lesson09 import record_runs; record_runs()" """
     destination = Path(destination)
     with tempfile.TemporaryDirectory() as tmp:
@@ -36,6 +44,10 @@ def record_runs(destination=RECORDED_RUNS) -> None:
             target = destination / f"{fault}-rank{rank}"
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(Path(tmp) / f"rank{rank}" / fault, target)
+            for log in (target / "output.log", target / "stacks.json"):
+                if log.is_file():
+                    text = log.read_text().replace(f"{tmp}/", "runs/09/")
+                    atomic_write_text(log, paths.as_learner_sees(text))
 
 
 def _runs(folder) -> list[failures.FailureRun]:
@@ -143,6 +155,72 @@ def check_accumulate_gradients(accumulate_gradients):
                f"a relative difference of {worst:.2g}; weight each micro-batch's mean loss by "
                "its share of the rows (len(chunk) / len(inputs))", what)  # fmt: skip
     return "micro-batch gradients add up to the big batch's, uneven last chunk included"
+
+
+SHARED_LOADER_MIB = 64  # the check's file: a copy per worker stands far above the workers' own
+SHARED_LOADER_WORKERS = 2  # heap (about 10 MiB each, batches included)
+SHARED_LOADER_SHAPE = (3, 64, 64)  # 5,461 images
+SHARED_LOADER_BATCHES = 4 * SHARED_LOADER_WORKERS  # read at most: fast for any batch size
+
+
+def image_fingerprints(images) -> np.ndarray:
+    """One number per image: a fixed random weighting of 256 of its pixels. Two random images
+    of the file never share one; an image moved, flipped or reordered does not keep its own."""
+    flat = np.asarray(images).reshape(len(images), -1)
+    rng = np.random.default_rng(9)
+    pixels = rng.choice(flat.shape[1], 256, replace=False)
+    return flat[:, pixels].astype(np.int64) @ rng.integers(1, 2**20, 256)
+
+
+def judge_shared_loader(
+    run: job_memory.LoaderRun, unknown: int, workers: int, batch_mib: int
+) -> None:
+    """CheckFailed unless every image read is one of the file's, as stored, and no worker held a
+    copy of the file. unknown: how many images read were not among the file's; batch_mib: the
+    size of one batch."""
+    expect(len(run.workers) == workers, f"{workers} workers reading", f"{len(run.workers)}",
+           "the loader's processes while it read")  # fmt: skip
+    expect(unknown == 0, "the file's images as stored (uint8, 3 x 64 x 64)",
+           f"{unknown} images that are not in the file", "the batches")  # fmt: skip
+    own = [p.unshared // job_memory.MiB for p in run.workers]
+    limit = SHARED_LOADER_MIB // 2 + 2 * batch_mib  # a worker builds its batches in its own memory
+    expect(max(own) < limit, f"each worker under {limit} MiB of its own (half the file, and two "
+           "batches it builds)",
+           f"{own} MiB: each worker holds a copy of the {SHARED_LOADER_MIB} MiB file. Map it "
+           "(np.load(path, mmap_mode='r'), opened in each worker) or load it once in the main "
+           "process before the workers start, so they read the same pages",
+           f"{workers} workers on a {SHARED_LOADER_MIB} MiB file")  # fmt: skip
+
+
+@exercise("09.5", "DataLoader workers that share the data set instead of copying it")
+def check_shared_loader(shared_loader):
+    workers, unknown, batch_bytes = SHARED_LOADER_WORKERS, [], []
+    with tempfile.TemporaryDirectory(prefix="check-09.5-") as tmp:
+        path = job_memory.write_images(
+            Path(tmp) / "images.npy", SHARED_LOADER_MIB, SHARED_LOADER_SHAPE
+        )
+        known = set(image_fingerprints(np.load(path, mmap_mode="r")).tolist())
+
+        def look(batch):
+            batch_bytes.append(batch.nbytes if isinstance(batch, torch.Tensor) else 0)
+            if not (isinstance(batch, torch.Tensor) and batch.dtype == torch.uint8
+                    and tuple(batch.shape[1:]) == SHARED_LOADER_SHAPE):  # fmt: skip
+                unknown.append(len(batch))
+                return
+            found = image_fingerprints(batch.numpy()).tolist()
+            unknown.append(sum(f not in known for f in found))
+
+        loader = call_answer(shared_loader, path, workers)
+        expect(isinstance(loader, DataLoader), "a torch.utils.data.DataLoader",
+               type(loader).__name__)  # fmt: skip
+        run = job_memory.read_loader(loader, SHARED_LOADER_BATCHES, on_batch=look)
+        del loader  # its workers end before the file goes
+    judge_shared_loader(run, sum(unknown), workers, max(batch_bytes, default=0) // job_memory.MiB)
+    return (
+        f"{workers} workers read the file's images and none held a copy of the "
+        f"{SHARED_LOADER_MIB} MiB file (measured here, in workers forked from this kernel; a "
+        "job's cgroup counts the same pages)"
+    )
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------

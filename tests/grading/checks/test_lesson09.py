@@ -1,15 +1,17 @@
 """Lesson 09 checkers: pass on the reference, fail with a useful message on known-wrong answers,
-and a stub is "not attempted". 09.2 runs answers on forked ranks, so its test is in
-tests/integration/test_failures_runs.py."""
+and a stub is "not attempted". 09.2 runs answers on forked ranks and 09.5 on forked DataLoader
+workers, so their runs are tested in tests/integration/test_failures_runs.py and
+test_failures_memory_runs.py; 09.5's verdict on measured figures is tested here."""
 
 import json
 import re
 
+import pytest
 from torch import nn
 
-from course_utils import failures
-from course_utils.grading import NOT_ATTEMPTED, run_check
-from course_utils.grading.checks.lesson09 import RECORDED_RUNS
+from course_utils import failures, job_memory
+from course_utils.grading import NOT_ATTEMPTED, CheckFailed, run_check
+from course_utils.grading.checks.lesson09 import RECORDED_RUNS, judge_shared_loader
 
 
 def stub(*args):
@@ -111,6 +113,32 @@ def test_09_4_gradient_accumulation():
         "12 rows in 4 micro-batches: expected batches of at most 3 rows, got batches of [12]"
     )
     assert run_check("09.4", stub).verdict == NOT_ATTEMPTED
+
+
+def test_recorded_logs_show_paths_as_a_learner_reads_them():
+    runs = failures.load_runs(RECORDED_RUNS)
+    assert len(runs) == 8
+    for run in runs:
+        assert not re.search(r"/work/|/root/|/home/", run.output), run.name
+    assert 'File "course_utils/jobs/faulty_ddp.py", line' in runs[0].output
+
+
+def _loader_run(*own_mib):
+    memory = [job_memory.ProcessMemory(1, 500 * 2**20, 300 * 2**20)]  # the reading process
+    memory += [job_memory.ProcessMemory(2 + i, m * 2**20, m * 2**20) for i, m in enumerate(own_mib)]
+    return job_memory.LoaderRun(batches=8, checksum=0, held=memory)
+
+
+def test_09_5_verdict_on_what_was_measured():
+    judge_shared_loader(_loader_run(12, 13), unknown=0, workers=2, batch_mib=3)  # passes
+    with pytest.raises(CheckFailed, match=r"expected each worker under 38 MiB .*got \[75, 12\]"):
+        judge_shared_loader(_loader_run(75, 12), unknown=0, workers=2, batch_mib=3)
+    with pytest.raises(CheckFailed, match=r"under 80 MiB"):  # big batches are built in the worker
+        judge_shared_loader(_loader_run(97, 97), unknown=0, workers=2, batch_mib=24)
+    with pytest.raises(CheckFailed, match=r"expected 2 workers reading, got 1"):
+        judge_shared_loader(_loader_run(12), unknown=0, workers=2, batch_mib=3)
+    with pytest.raises(CheckFailed, match=r"got 5 images that are not in the file"):
+        judge_shared_loader(_loader_run(12, 12), unknown=5, workers=2, batch_mib=3)
 
 
 # ---- held-out cases ------------------------------------------------------------------------

@@ -1,0 +1,105 @@
+"""Lesson 09's host-memory failures, run for real on this machine: DataLoader workers that copy
+or share a file (the program and the 09.5 checker, whose workers are real forked processes),
+and a loader in a /dev/shm too small for its batches (bubblewrap)."""
+
+import re
+import sys
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from course_utils import failures, job_memory, processes, shm
+from course_utils.grading import NOT_ATTEMPTED, run_check
+from course_utils.grading.checks import lesson09
+from course_utils.grading.release import course_meta
+from course_utils.paths import REPO_ROOT
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    yield
+    assert [p.cmdline() for p in failures.leftover_processes()] == []
+
+
+def _solutions_shared_loader():
+    nb = nbformat.read(REPO_ROOT / "solutions" / "09_when_jobs_fail.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if course_meta(c).get("exercise") == "09.5")
+    namespace = {"job_memory": job_memory, "DataLoader": DataLoader}
+    exec(cell.source, namespace)
+    return namespace["shared_loader"]
+
+
+def test_09_5_passes_the_solution_and_loading_once_before_the_fork():
+    assert run_check("09.5", _solutions_shared_loader()).passed
+
+    def loaded_in_the_main_process(path, workers):  # forked workers share its pages
+        return DataLoader(torch.from_numpy(np.load(path)), batch_size=128, num_workers=workers)
+
+    assert run_check("09.5", loaded_in_the_main_process).passed
+
+
+def test_09_5_fails_workers_that_each_copy_the_file():
+    def each_worker_reads_it(path, workers):
+        return DataLoader(job_memory.ImageFile(path), batch_size=256, num_workers=workers)
+
+    result = run_check("09.5", each_worker_reads_it)
+    assert result.verdict == "failed"
+    assert re.match(
+        r"2 workers on a 64 MiB file: expected each worker under 38 MiB of its own .*, got "
+        r"\[\d+, \d+\] MiB: each worker holds a copy of the 64 MiB file\. Map it",
+        result.message,
+    ), result.message
+
+
+def test_09_5_fails_no_workers_images_changed_and_a_stub():
+    def no_workers(path, workers):
+        return DataLoader(job_memory.ImageFile(path, mmap=True), batch_size=256)
+
+    assert run_check("09.5", no_workers).message == (
+        "the loader's processes while it read: expected 2 workers reading, got 0"
+    )
+
+    def scaled(path, workers):
+        images = torch.from_numpy(np.load(path, mmap_mode="r")[:512].copy()).float() / 255
+        return DataLoader(images, batch_size=256, num_workers=workers)
+
+    assert run_check("09.5", scaled).message == (
+        "the batches: expected the file's images as stored (uint8, 3 x 64 x 64), got 512 "
+        "images that are not in the file"
+    )
+
+    def stub(path, workers):
+        raise NotImplementedError("Exercise 09.5")
+
+    assert run_check("09.5", stub).verdict == NOT_ATTEMPTED
+    assert lesson09.SHARED_LOADER_WORKERS == 2
+
+
+def test_the_program_copies_per_worker_or_shares_and_says_so(tmp_path):
+    images = job_memory.write_images(tmp_path / "images.npy", 64)
+    held = {}
+    for how in ("copy", "mmap"):
+        done = processes.run(
+            [sys.executable, "-m", "course_utils.jobs.loader_memory", "--data", images,
+             "--open", how, "--workers", "2"],
+            timeout=120, merge=True,
+        )  # fmt: skip
+        assert done.ok, done.stdout
+        assert len(re.findall(r"^worker \d \(pid \d+\): started$", done.stdout, re.M)) == 2
+        assert "finished: 4 batches" in done.stdout
+        own = re.search(r"each worker's own: (\d+), (\d+) MiB", done.stdout)
+        held[how] = [int(own[1]), int(own[2])]
+    assert min(held["copy"]) >= 64 > 32 > max(held["mmap"]), held
+
+
+@pytest.mark.bwrap
+def test_a_small_dev_shm_fails_the_big_batches_and_fits_the_small(tmp_path):
+    images = job_memory.write_images(tmp_path / "images.npy", 4)
+    route, (big, small) = shm.provoke(images, size=2**20)
+    assert route.startswith(("bubblewrap", "unshare -m"))
+    assert big.returncode == 1 and big.needs > 2**20, big.output
+    assert re.search(r"unable to allocate shared memory|Bus error", big.error), big.output
+    assert small.returncode == 0 and small.needs < 2**20 and small.error is None, small.output
