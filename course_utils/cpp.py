@@ -21,7 +21,7 @@ import torch
 from course_utils import processes
 from course_utils.files import atomic_write
 from course_utils.hpc import allocated_cpus
-from course_utils.paths import REPO_ROOT, build_root
+from course_utils.paths import REPO_ROOT, build_root, shown
 
 PROGRAMS = ("cuda_check", "aoti_run", "ts_run")
 TENSOR_MAGIC = "course-tensor"
@@ -95,7 +95,7 @@ class Build:
 
     def __str__(self) -> str:
         what = "up to date" if self.up_to_date else "built"
-        return f"C++ programs {what} in {self.folder} ({self.seconds:.1f} s)"
+        return f"C++ programs {what} in {shown(self.folder)} ({self.seconds:.1f} s)"
 
 
 def _run(command: list[str], what: str, timeout: float) -> processes.Finished:

@@ -45,6 +45,17 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
+def write_text_if_changed(path: str | os.PathLike, text: str) -> bool:
+    """Write `text` atomically unless `path` holds it already; True when it wrote. A source file
+    rewritten with the same text gets a new time stamp, and make or ninja would rebuild it
+    (lesson 07 writes C++ sources from a notebook)."""
+    path = Path(path)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    atomic_write_text(path, text)
+    return True
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)

@@ -9,7 +9,9 @@ on the signal set with `#SBATCH --signal=USR1@...`. Needs `lightning` (in requir
 
 from __future__ import annotations
 
+import inspect
 import logging
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -51,13 +53,45 @@ def fit_with_checkpoints(folder, max_steps: int, every_n_steps: int = 5, resume:
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     L.seed_everything(0, verbose=False)
     loader = data.make_loader(data.SyntheticCIFAR10(size=256), batch_size=32)
+
+    class CountSteps(L.Callback):  # the steps this fit ran, wherever it started from
+        ran = 0
+
+        def on_train_batch_end(self, *args):
+            CountSteps.ran += 1
+
     checkpoints = ModelCheckpoint(dirpath=folder, every_n_train_steps=every_n_steps, save_last=True,
                                   save_top_k=-1, filename="{step}")  # fmt: skip
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=max_steps, logger=False, callbacks=[checkpoints],
-        enable_progress_bar=False, enable_model_summary=False,
+        accelerator="cpu", devices=1, max_steps=max_steps, logger=False,
+        callbacks=[checkpoints, CountSteps()], enable_progress_bar=False,
+        enable_model_summary=False,
     )  # fmt: skip
     last = Path(folder) / "last.ckpt"
     with torch.random.fork_rng():  # leave the notebook's random stream alone
         trainer.fit(lightning_module(0.05), loader, ckpt_path=str(last) if resume else None)
+    trainer.course_steps_ran = CountSteps.ran
     return trainer
+
+
+def atomic_save_route() -> dict[str, object]:
+    """How the installed Lightning saves a checkpoint, read from its source (lesson 06):
+    `_atomic_save` writes through fsspec, whose local files in a transaction are temporary
+    files from `tempfile.mkstemp()` (the system temp folder), moved on commit."""
+    try:
+        import lightning
+        from fsspec.implementations.local import LocalFileOpener
+        from lightning.fabric.utilities import cloud_io
+    except ImportError as e:
+        return {"lightning": f"not installed here ({e}); pip install -r requirements.txt"}
+
+    save = inspect.getsource(cloud_io._atomic_save)
+    opener = inspect.getsource(LocalFileOpener)
+    return {
+        "lightning": lightning.__version__,
+        "_atomic_save writes through fsspec in a transaction": "fs.transaction" in save,
+        "fsspec's temporary file from tempfile.mkstemp()": "tempfile.mkstemp()" in opener,
+        "system temp folder": tempfile.gettempdir(),
+        "moved onto the target with shutil.move": "shutil.move(self.temp" in opener,
+        "os.fsync anywhere on the way": "fsync" in save + opener,
+    }

@@ -63,6 +63,12 @@ def as_learner_sees(text: str, home: str | None = None) -> str:
     return shown
 
 
+def shown(path: str | os.PathLike) -> str:
+    """`path` as a learner reads it in an output (`as_learner_sees`): relative to the course when
+    inside it (`build/cpp`), else under `~` when in the home folder, else as it is."""
+    return as_learner_sees(str(Path(path).resolve()))
+
+
 def commit() -> str:
     """The course's commit: env COURSE_COMMIT (for a copy without .git, such as a GPU node's),
     else the repository's short hash, else "unknown"."""

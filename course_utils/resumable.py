@@ -12,13 +12,17 @@ printing a hash of the final parameters, which tests compare between runs.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
+from course_utils import distributed
 from course_utils.checkpoint import (
     checkpoint_path,
     resume_or_start,
@@ -26,10 +30,12 @@ from course_utils.checkpoint import (
     save_checkpoint,
 )
 from course_utils.data import SyntheticCIFAR10
+from course_utils.files import atomic_write_text
 from course_utils.job_config import option, shared
 from course_utils.models import TinyNet, parameter_hash
 from course_utils.preemption import PreemptionFlag, requeue_job
 
+HISTORY = "history.json"  # each run's start, stop and end, in the checkpoint folder
 EX_TEMPFAIL = 75  # "stopped early, run me again": preempted outside Slurm, nothing requeued it
 # Settings that must not change between a run and its resume, or it is not the same run.
 FIXED = ("seed", "batch_size", "dataset_size", "lr", "epochs")
@@ -97,6 +103,27 @@ def _check_same_run(saved: dict, config: Config) -> None:
             f"the checkpoints in {config.ckpt_dir} come from a run with other settings ({detail}); "
             "rerun with the same settings or use a fresh --ckpt-dir"
         )
+
+
+def read_history(ckpt_dir: str | os.PathLike) -> list[dict]:
+    """The records the runs in `ckpt_dir` wrote: "start" (resumed_from, config, Slurm's job id and
+    restart count), "stopped" (signal, step, requeued) and "finished" (step, hash). Lesson 06's
+    exercise 06.4 is checked on them."""
+    path = Path(ckpt_dir) / HISTORY
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def record(ckpt_dir: str | os.PathLike, event: str, **fields) -> None:
+    """Append one record to `ckpt_dir`/history.json, rewritten atomically."""
+    if not distributed.is_main_process():
+        return  # one writer, as for the checkpoints
+    history = [*read_history(ckpt_dir), {"event": event, "pid": os.getpid(), **fields}]
+    atomic_write_text(Path(ckpt_dir) / HISTORY, json.dumps(history, indent=1) + "\n")
+
+
+def _slurm_fields() -> dict:
+    names = ("SLURM_JOB_ID", "SLURM_RESTART_COUNT")
+    return {name.lower(): os.environ[name] for name in names if name in os.environ}
 
 
 class Run:
@@ -168,6 +195,7 @@ class Run:
         requeued = requeue_job()
         then = "job requeued" if requeued else "run again to resume"
         self.log(f"got {flag.name} at step {self.step}: checkpoint saved; {then}")
+        record(self.config.ckpt_dir, "stopped", signal=flag.name, step=self.step, requeued=requeued)
         raise SystemExit(0 if requeued else EX_TEMPFAIL)
 
 
@@ -194,6 +222,8 @@ def train(
 def _train(run: Run, stop_after, restore_rng, restore_position) -> str:
     config, log = run.config, run.log
     run.resume(restore_rng, restore_position)
+    started = {"resumed_from": run.step, "config": asdict(config), **_slurm_fields()}
+    record(config.ckpt_dir, "start", **started)
     max_steps = config.max_steps if config.max_steps is not None else float("inf")
     run.model.train()
     with PreemptionFlag() as flag:
@@ -212,5 +242,6 @@ def _train(run: Run, stop_after, restore_rng, restore_position) -> str:
             time.sleep(config.step_delay)  # only for demonstrations and tests of signals
     run.save()
     digest = parameter_hash(run.model)
+    record(config.ckpt_dir, "finished", step=run.step, hash=digest)
     log(f"final parameter hash: {digest} (step {run.step}, epoch {run.epoch})")
     return digest

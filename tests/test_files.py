@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from course_utils import files
@@ -23,3 +25,26 @@ def test_failed_write_keeps_old_file_and_no_temp(tmp_path):
         files.atomic_write(target, crash)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+def test_atomic_write_fsyncs_the_file_and_then_its_folder(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.path.isdir(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    files.atomic_write_text(tmp_path / "ckpt.txt", "x")
+    assert synced == [False, True]  # the data first, then the rename, through the folder
+
+
+def test_write_text_if_changed_leaves_an_identical_file_untouched(tmp_path):
+    source = tmp_path / "predict.cpp"
+    assert files.write_text_if_changed(source, "int main() {}\n")
+    os.utime(source, (1, 1))
+    assert not files.write_text_if_changed(source, "int main() {}\n")
+    assert source.stat().st_mtime == 1  # a build would not recompile it
+    assert files.write_text_if_changed(source, "int main() { return 0; }\n")
+    assert source.read_text() == "int main() { return 0; }\n"

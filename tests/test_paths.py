@@ -65,3 +65,10 @@ def test_as_learner_sees_writes_the_course_relative_and_the_home_as_tilde():
         "Python v3.11.7 (~/.pyenv/versions/3.11.7/bin/python3.11)\n"
         f"{root}-old/x.py /home/adam/y /opt/site/python\n"
     )
+
+
+def test_shown_paths_are_relative_to_the_course_or_home(tmp_path, monkeypatch):
+    assert paths.shown(paths.REPO_ROOT / "build" / "cpp") == "build/cpp"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert paths.shown(tmp_path / "course" / "build") == "~/course/build"
+    assert paths.shown("/elsewhere/build") == "/elsewhere/build"

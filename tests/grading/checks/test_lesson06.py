@@ -1,13 +1,14 @@
 """Lesson 06 checkers: pass on the reference, fail with a useful message on known-wrong answers."""
 
 import os
+import signal
 import tempfile
 
 import torch
-import torch.nn.functional as F
 
 from course_utils.checkpoint import unwrap_model
 from course_utils.grading import run_check
+from course_utils.resumable import EX_TEMPFAIL, Config, train
 
 
 def stub(*args):
@@ -75,42 +76,61 @@ def test_safe_load():
     assert run_check("06.3", stub).verdict == "not attempted yet"
 
 
-def train_until_preempted(model, optimizer, batches, flag, save):
-    step = 0
-    for inputs, targets in batches:
-        optimizer.zero_grad()
-        F.mse_loss(model(inputs), targets).backward()
-        optimizer.step()
-        step += 1
-        if flag.requested:
-            save(step)
-            return step
-    return step
+SETTINGS = dict(epochs=3, max_steps=24, save_every=3)
 
 
-def test_train_until_preempted():
-    assert run_check("06.4", train_until_preempted).passed
+def _signal_at_step(n):
+    """A log that sends this process SIGUSR1 after step n, as Slurm would (no child process)."""
 
-    def checks_before_step(model, optimizer, batches, flag, save):  # abandons the current step
-        step = 0
-        for inputs, targets in batches:
-            if flag.requested:
-                save(step)
-                return step
-            optimizer.zero_grad()
-            F.mse_loss(model(inputs), targets).backward()
-            optimizer.step()
-            step += 1
-        return step
+    def log(msg):
+        if msg.startswith(f"step {n} "):
+            os.kill(os.getpid(), signal.SIGUSR1)
 
-    early = run_check("06.4", checks_before_step)
-    assert early.verdict == "failed"
-    assert early.message == "signal during step 3: expected 3 optimizer steps, got 2"
+    return log
 
-    def ignores_flag(model, optimizer, batches, flag, save):
-        return sum(1 for _ in batches)
 
-    assert "expected 3 optimizer steps, got 0" in run_check("06.4", ignores_flag).message
+def _signalled_run(folder):
+    try:
+        train(Config(ckpt_dir=str(folder), **SETTINGS), log=_signal_at_step(5))
+    except SystemExit as e:  # the program's exit: saved, "run again to resume"
+        assert e.code == EX_TEMPFAIL
+
+
+def preempt_and_resume(folder):  # the answer, with both runs in this process
+    _signalled_run(folder)
+    train(Config(ckpt_dir=str(folder), **SETTINGS), log=lambda msg: None)
+
+
+def test_preempt_and_resume_passes_on_records_of_a_signalled_then_resumed_run():
+    result = run_check("06.4", preempt_and_resume)
+    assert result.passed, result.message
+    assert result.message == (
+        "stopped by SIGUSR1 locally (no Slurm here), saved, and resumed from that step exactly"
+    )
+
+
+def test_preempt_and_resume_fails_without_a_signal_or_without_a_resume():
+    def never_signals(folder):
+        train(Config(ckpt_dir=str(folder), **SETTINGS), log=lambda msg: None)
+
+    unsignalled = run_check("06.4", never_signals)
+    assert unsignalled.verdict == "failed"
+    assert unsignalled.message == (
+        "expected a run stopped by a signal (SIGUSR1, as Slurm sends) that saved and exited, "
+        "got runs start@0, finished@24 (send the signal while it trains)"
+    )
+    assert (
+        "expected a second run that resumed from step 5"
+        in run_check("06.4", _signalled_run).message
+    )
+
+    def resumes_elsewhere(folder):  # a resume with other settings cannot end as the original
+        _signalled_run(folder)
+        train(Config(ckpt_dir=str(folder), **SETTINGS), restore_rng=False, log=lambda msg: None)
+
+    wrong = run_check("06.4", resumes_elsewhere)
+    assert "expected final parameters bitwise equal to an uninterrupted run" in wrong.message
+    assert "records in history.json" in run_check("06.4", lambda folder: None).message
     assert run_check("06.4", stub).verdict == "not attempted yet"
 
 

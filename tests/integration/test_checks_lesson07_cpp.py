@@ -1,0 +1,81 @@
+"""Exercises 07.1 and 07.2 checked for real: the learner's package in the course's C++ loader,
+and the learner's own C++ program, built with CMake; both compared with Python."""
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from course_utils import export, files
+from course_utils.grading import run_check
+
+pytestmark = pytest.mark.cpp
+
+
+def deploy(model, batch, folder):
+    exported = export.export_model(model, batch)
+    package = export.aoti_package(exported, Path(folder) / "model.pt2")
+    program = export.build_programs(["aoti_run"]).program("aoti_run")
+    return export.run_model(program, package.path, batch, folder)
+
+
+def deploy_static(model, batch, folder):
+    exported = export.export_model(model, batch, dynamic_batch=False)
+    package = export.aoti_package(exported, Path(folder) / "model.pt2")
+    program = export.build_programs(["aoti_run"]).program("aoti_run")
+    return export.run_model(program, package.path, batch, folder)
+
+
+PREDICT = """\
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+
+#include "tensor_io.h"
+
+int main(int argc, char** argv) {
+  if (argc < 4) return 2;
+  torch::inductor::AOTIModelPackageLoader loader(argv[1]);
+  auto outputs = loader.run({course::read_tensor(argv[2])});
+  course::write_tensor(argv[3], outputs.at(0));
+}
+"""
+
+
+def build_predict(project):
+    files.write_text_if_changed(project / "predict.cpp", PREDICT)
+    cmake = (project / "CMakeLists.txt").read_text()
+    if "add_executable(predict" not in cmake:
+        target = (
+            "add_executable(predict predict.cpp)\n"
+            'target_link_libraries(predict "${TORCH_LIBRARIES}")\n'
+            f'target_include_directories(predict PRIVATE "{export.cpp_source_dir()}")\n'
+        )
+        files.write_text_if_changed(project / "CMakeLists.txt", cmake + target)
+    return export.build_project(project, project / "build").program("predict")
+
+
+def test_deploy_passes_on_the_reference_and_a_static_export_fails():
+    assert run_check("07.1", deploy).passed
+    static = run_check("07.1", deploy_static)
+    assert static.verdict == "failed"
+    assert static.message.startswith("batch 3: expected your package to accept any batch size")
+
+
+def test_own_program_passes_on_the_reference():
+    result = run_check("07.2", build_predict)
+    assert result.passed, result.message
+
+
+def test_the_courses_program_or_one_that_echoes_its_input_fails(tmp_path):
+    course = export.build_programs(["aoti_run"]).program("aoti_run")
+    borrowed = run_check("07.2", lambda project: course)
+    assert borrowed.message == (
+        "expected your own program, built from your project, got the course's aoti_run"
+    )
+    echo = tmp_path / "echo"
+    echo.write_text('#!/bin/sh\ncp "$2" "$3"\n')
+    echo.chmod(echo.stat().st_mode | stat.S_IEXEC)
+    wrong = run_check("07.2", lambda project: echo)
+    assert wrong.verdict == "failed"
+    assert wrong.message == (
+        "echo on batch 4: expected an output of shape (4, 10), got (4, 3, 32, 32)"
+    ), wrong.message
