@@ -145,7 +145,38 @@ def add_grade_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("submissions", help="folder of submissions")
     p.add_argument("--lesson", help="grade only this lesson, e.g. 01")
     p.add_argument("--out", default="grading-out", help="output folder (default: grading-out)")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        help="submissions graded at once (default 1; with --slurm, per task: its CPUs / 2)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the held-out cases, written in the gradebook (default: a new one; with "
+        "--slurm, the one OUT's earlier results used)",
+    )
+    p.add_argument(
+        "--lms",
+        choices=("canvas", "moodle"),
+        help="also write OUT/canvas.csv or OUT/moodle.csv for that LMS's grade import",
+    )
+    p.add_argument(
+        "--slurm",
+        action="store_true",
+        help="grade across a Slurm job array (slurm/grade_array.sh) and merge one gradebook; "
+        "again, it grades only what has no result yet",
+    )
+    p.add_argument("--tasks", type=int, help="with --slurm: tasks of the array (default: 1 per 32)")
+    p.add_argument(
+        "--sbatch",
+        nargs=argparse.REMAINDER,
+        default=[],
+        metavar="OPTION",
+        help="with --slurm, last: sbatch options for the array, e.g. --sbatch --partition=cpu "
+        "--time=02:00:00 --cpus-per-task=8",
+    )
     p.add_argument("--timeout", type=float, default=limits.timeout, help="seconds per notebook")
     p.add_argument(
         "--cell-timeout", type=float, help=f"seconds per cell (default: {limits.cell_timeout:g})"

@@ -1,7 +1,8 @@
 """The course's own tooling: exercises and their checkers, grading, release and authoring.
 
 Lessons use only `check` and `summary` (`from course_utils.grading import check, summary`);
-checkers register with `exercise`. The rest serves the `course` command:
+checkers register with `exercise`, and their held-out cases (run only by `course grade`) with
+`held_out`. The rest serves the `course` command:
     exercises.py     the registry, `check`, `summary`, verdict lines
     checks/          one module of checkers per lesson (lesson05.py <-> exercises 05.k)
     release.py       `course release`: notebooks/ from solutions/
@@ -30,6 +31,8 @@ from course_utils.grading.exercises import (
     check,
     exercise,
     expect,
+    held_out,
+    held_out_cases,
     lesson_exercises,
     parse_results,
     parse_verdicts,
@@ -49,6 +52,8 @@ __all__ = [
     "check",
     "exercise",
     "expect",
+    "held_out",
+    "held_out_cases",
     "lesson_exercises",
     "parse_results",
     "parse_verdicts",

@@ -9,13 +9,25 @@ The lines have a fixed shape that `course check` and `course grade` parse:
     [01.2] passed: <what was verified>
     [01.2] failed: <what was expected and what came>
     [01.2] not attempted yet: <how to start>
+
+Held-out cases: a checker may register more cases with `held_out`, drawn at grade time from a
+seed. Only the instructor's grade runs them (`course grade --seed`, which sets HELD_OUT_SEED in
+each run), after a passing check; they print nothing, so the check cell's line stays the
+solution's, and their count goes on the run's side channel (grading/runner/channel.py) for the
+grader. `course check` (no seed) says how many there are, not what they are.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
+import os
 import pkgutil
+import random
 import re
+import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,6 +64,34 @@ class Result:
 
 _REGISTRY: dict[str, Exercise] = {}
 _SESSION: dict[str, Result] = {}  # latest result per exercise in this kernel, for `summary`
+_HELD_OUT: dict[str, HeldOut] = {}
+HELD_OUT_SEED = "COURSE_HELD_OUT_SEED"  # set in each run of `course grade`; nowhere else
+HELD_OUT_KIND = "held-out"  # the `kind` of its lines on the run's side channel
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    exercise_id: str
+    cases: int
+    checker: Callable[..., None]  # checker(rng, *answer): one case drawn from rng, checked
+
+
+@dataclass(frozen=True)
+class HeldOutResult:
+    exercise_id: str
+    cases: int
+    passed: int
+    failures: tuple[str, ...] = ()  # the first few messages, for the instructor
+
+    def line(self) -> dict:
+        """What goes on the run's side channel."""
+        return {
+            "kind": HELD_OUT_KIND,
+            "exercise": self.exercise_id,
+            "cases": self.cases,
+            "passed": self.passed,
+            "failures": list(self.failures),
+        }
 
 
 def exercise(exercise_id: str, title: str, points: int = 1):
@@ -68,6 +108,100 @@ def exercise(exercise_id: str, title: str, points: int = 1):
         return checker
 
     return register
+
+
+def held_out(exercise_id: str, cases: int):
+    """Register held-out cases of `exercise_id`: `checker(rng, *args, **kwargs)` draws one case
+    from `rng` (a random.Random of its own) and checks the answer the check cell passed on it,
+    raising CheckFailed when it is wrong. The instructor's grade runs it `cases` times."""
+    if cases < 1:
+        raise ValueError(f"held_out({exercise_id!r}, cases={cases}): give at least 1 case")
+
+    def register(checker):
+        known = _HELD_OUT.get(exercise_id)
+        if known is not None and known.checker is not checker:
+            raise ValueError(f"held-out cases of {exercise_id!r} are registered twice")
+        _HELD_OUT[exercise_id] = HeldOut(exercise_id, cases, checker)
+        return checker
+
+    return register
+
+
+def held_out_cases(exercise_id: str) -> int:
+    """How many held-out cases the instructor's grade runs for `exercise_id` (0: none)."""
+    _load_checkers()
+    found = _HELD_OUT.get(exercise_id)
+    return found.cases if found else 0
+
+
+def case_rng(seed: int, exercise_id: str, case: int) -> random.Random:
+    """The generator of one held-out case: the same seed gives the same case on any machine."""
+    return random.Random(f"{seed}/{exercise_id}/{case}")
+
+
+def run_held_out(exercise_id: str, seed: int, *args, **kwargs) -> HeldOutResult | None:
+    """Run the held-out cases of `exercise_id` on the answer in `args`; None when it has none.
+
+    What the answer prints or warns meanwhile is swallowed, and the global random generators
+    are restored after, so the notebook's outputs stay those of a run without the cases.
+    """
+    _load_checkers()
+    found = _HELD_OUT.get(exercise_id)
+    if found is None:
+        return None
+    passed, failures = 0, []
+    with _quiet(), _global_rngs_kept():
+        for case in range(found.cases):
+            try:
+                found.checker(case_rng(seed, exercise_id, case), *args, **kwargs)
+                passed += 1
+            except (CheckFailed, AssertionError) as e:
+                failures.append(str(e) or "the answer did not pass the case")
+            except (Exception, SystemExit) as e:  # the learner's code may raise anything
+                failures.append(f"your code raised {type(e).__name__}: {e}")
+    return HeldOutResult(exercise_id, found.cases, passed, tuple(f[:300] for f in failures[:3]))
+
+
+@contextlib.contextmanager
+def _quiet():
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextlib.contextmanager
+def _global_rngs_kept():
+    """Python's, NumPy's and PyTorch's global generators as they were, whatever the cases drew
+    (later cells of the notebook draw from them)."""
+    state = random.getstate()
+    numpy = sys.modules.get("numpy")
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    torch = sys.modules.get("torch")
+    forked = torch.random.fork_rng(devices=[]) if torch is not None else contextlib.nullcontext()
+    try:
+        with forked:
+            yield
+    finally:
+        random.setstate(state)
+        if numpy_state is not None:
+            numpy.random.set_state(numpy_state)
+
+
+def _held_out_for_the_grade(result: Result, args, kwargs) -> None:
+    """In a run of `course grade` (HELD_OUT_SEED set), a passing check also runs its held-out
+    cases and reports them on the run's side channel; nothing happens anywhere else."""
+    seed = os.environ.get(HELD_OUT_SEED)
+    if not (seed and result.passed):
+        return
+    from course_utils.grading.runner import channel
+
+    outcome = run_held_out(result.exercise_id, int(seed), *args, **kwargs)
+    if outcome is not None:
+        channel.append(outcome.line())
 
 
 def _load_checkers() -> None:
@@ -114,6 +248,7 @@ def check(exercise_id: str, *args, **kwargs) -> None:
     result = run_check(exercise_id, *args, **kwargs)
     _SESSION[exercise_id] = result
     print(result.line())
+    _held_out_for_the_grade(result, args, kwargs)
 
 
 def summary(lesson: str) -> None:

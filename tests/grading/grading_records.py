@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import nbformat
 
+from course_utils.grading.exercises import HELD_OUT_SEED, HeldOutResult, held_out_cases
 from course_utils.grading.runner.kernel_watch import KernelDied
 from course_utils.grading.runner.nbval_record import cell_record
 from course_utils.grading.runner.nbval_runner import Run
@@ -64,6 +65,20 @@ def dead_before(number: int) -> dict:
     return record(number, problem=RuntimeError("Kernel dead on test start"))
 
 
-def run_of(*records: dict, timed_out: bool = False, returncode: int | None = 0) -> Run:
-    """A run that wrote `records`; `timed_out`: the notebook's time limit ended it."""
-    return Run({r["cell"]: r for r in records}, timed_out, None if timed_out else returncode, "")
+def run_of(*records: dict, timed_out: bool = False, returncode: int | None = 0, channel=()) -> Run:
+    """A run that wrote `records` (and `channel` on its side channel); `timed_out`: the
+    notebook's time limit ended it."""
+    code = None if timed_out else returncode
+    return Run({r["cell"]: r for r in records}, timed_out, code, "", list(channel))
+
+
+def held_out_all_passed(said: dict[str, str], variables) -> list[dict]:
+    """What a run of the instructor's grade (a seed in `variables`) puts on its side channel
+    when each check that printed `said[id]` passed and so did all of its held-out cases."""
+    if not (variables or {}).get(HELD_OUT_SEED):
+        return []
+    return [
+        HeldOutResult(ex_id, held_out_cases(ex_id), held_out_cases(ex_id)).line()
+        for ex_id, text in said.items()
+        if held_out_cases(ex_id) and text.startswith(f"[{ex_id}] passed")
+    ]

@@ -17,7 +17,7 @@ SOLUTION = REPO_ROOT / "solutions" / "01_tensors.ipynb"
 def runner_saying(texts, seen):
     """A runner whose check cells print `texts[id]`; it keeps the limits it was given."""
 
-    def run_notebook(notebook, name, limits):
+    def run_notebook(notebook, name, limits, variables=None):
         seen.append(limits)
         records = []
         for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):

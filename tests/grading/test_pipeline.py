@@ -29,9 +29,11 @@ class FakeRunner:
 
     def __init__(self, lesson, said=None, log="pytest said this\n"):
         self.lesson, self.said, self.log, self.calls = lesson, said or {}, log, []
+        self.variables = []
 
-    def __call__(self, notebook, name, limits):
+    def __call__(self, notebook, name, limits, variables=None):
         self.calls.append((notebook, name, limits))
+        self.variables.append(variables)
         records = []
         for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
             meta = cell.metadata.get("course", {})

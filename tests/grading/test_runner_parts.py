@@ -10,7 +10,14 @@ from types import SimpleNamespace
 import pytest
 from grading_records import record
 
-from course_utils.grading.runner import commands, kernel_watch, leftovers, nbval_record, sandbox
+from course_utils.grading.runner import (
+    channel,
+    commands,
+    kernel_watch,
+    leftovers,
+    nbval_record,
+    sandbox,
+)
 from course_utils.grading.runner.limits import Limits
 from course_utils.grading.runner.nbval_runner import MAX_RECORD_BYTES, read_records
 
@@ -24,8 +31,11 @@ def test_a_run_as_the_grader_s_user_lives_in_the_notebook_s_folder(tmp_path, mon
     notebook = tmp_path / "home" / "01_grading.ipynb"
     notebook.parent.mkdir()
     limits = Limits(cell_timeout=7.5, threads=3, sandbox=False)
-    argv, env = commands.command(notebook, limits, tmp_path / "run", "tok")
+    variables = {"COURSE_HELD_OUT_SEED": "7", "HOME": "/elsewhere"}
+    argv, env = commands.command(notebook, limits, tmp_path / "run", "tok", variables)
     assert argv[-1] == str(notebook) and "bwrap" not in argv[0]
+    assert env["COURSE_HELD_OUT_SEED"] == "7"
+    assert env["COURSE_RUN_CHANNEL"] == str(tmp_path / "run" / "channel.jsonl")
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-p"] == [
         "course_utils.grading.runner.nbval_record",
         "course_utils.grading.runner.kernel_watch",
@@ -47,14 +57,22 @@ def test_a_sandboxed_run_sees_its_notebook_and_writes_only_its_record(tmp_path, 
     monkeypatch.setattr(sandbox, "find_bwrap", lambda: "/opt/bwrap")
     notebook = tmp_path / "home" / "01_grading.ipynb"
     limits = Limits(max_procs=64, max_memory=2**30, max_file_size=2**20, cpu_time=9)
-    argv, env = commands.command(notebook, limits, tmp_path, "tok")
+    variables = {"COURSE_HELD_OUT_SEED": "7", "HOME": "/elsewhere"}
+    argv, env = commands.command(notebook, limits, tmp_path, "tok", variables)
     assert argv[0] == "/opt/bwrap"
     binds = [tuple(argv[i + 1 : i + 3]) for i, a in enumerate(argv) if a == "--ro-bind"]
     assert (str(notebook), "/tmp/grading/01_grading.ipynb") in binds
     assert (str(tmp_path / "pytest.ini"), "/run/course/pytest.ini") in binds
     assert (str(tmp_path / "passwd"), "/etc/passwd") in binds
     writes = [tuple(argv[i + 1 : i + 3]) for i, a in enumerate(argv) if a == "--bind"]
-    assert writes == [(str(tmp_path / "cells.jsonl"), "/run/course/cells.jsonl")]
+    assert writes == [
+        (str(tmp_path / "cells.jsonl"), "/run/course/cells.jsonl"),
+        (str(tmp_path / "channel.jsonl"), "/run/course/channel.jsonl"),
+    ]
+    set_inside = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
+    assert set_inside["COURSE_RUN_CHANNEL"] == "/run/course/channel.jsonl"
+    assert set_inside["COURSE_HELD_OUT_SEED"] == "7"  # the caller's variables go in,
+    assert set_inside["HOME"] == "/tmp/grading"  # but never over the sandbox's own
     inside = argv[argv.index("--") + 1 :]
     assert inside[1:6] == [
         "--core=0",
@@ -184,3 +202,16 @@ def test_the_plugin_names_are_the_runner_s_modules():
     for name in commands.PLUGINS:
         module = __import__(name, fromlist=["x"])
         assert Path(module.__file__).parent.name == "runner"
+
+
+def test_the_side_channel_carries_json_lines_from_inside_a_run(tmp_path, monkeypatch):
+    monkeypatch.delenv(channel.VARIABLE, raising=False)
+    assert channel.append({"kind": "x"}) is False  # outside a run: nothing is written
+    path = tmp_path / "channel.jsonl"
+    monkeypatch.setenv(channel.VARIABLE, str(path))
+    assert channel.append({"kind": "held-out", "passed": 3}) is True
+    with open(path, "a") as f:
+        f.write("not json\n[1, 2]\n")  # what a submission could add: passed over
+    assert channel.append({"kind": "x"})
+    assert channel.read(path) == [{"kind": "held-out", "passed": 3}, {"kind": "x"}]
+    assert channel.read(tmp_path / "none.jsonl") == []

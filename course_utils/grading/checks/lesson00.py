@@ -5,8 +5,8 @@ import shlex
 import sys
 import time
 
-from course_utils import import_cost, sbatch
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils import doctor_versions, import_cost, sbatch
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 # The documentation's interactive session that exercise 00.1 turns into a batch job.
 SESSION = "srun -p alpha --gres=gpu:1 -n 1 -c 7 --pty --mem-per-cpu=800 bash"
@@ -186,3 +186,20 @@ def check_import_cost(measure_import_cost):
         raise CheckFailed(f"expected records saved to {RECORDS}, got: {e}") from None
     message = verify_import_records(measured, sys.executable, started)
     return message + "; measured on this machine in fresh processes (in `course grade` too)"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("00.2", cases=4)
+def held_out_pairing(rng, compatible):
+    """Other releases: a table of the five visible answers fails them. Each case asks about a
+    pair and a near miss, so an answer that says the same thing for every unknown pair fails."""
+    minor, suffix = rng.randint(0, 30), rng.choice(["", "+cpu", "+cu126"])
+    torch_v = f"2.{minor}.{rng.randint(0, 3)}{suffix}"
+    for miss in (0, rng.choice([-2, -1, 1, 2, 16])):
+        tv_v = f"0.{minor + 15 + miss}.{rng.randint(0, 3)}{suffix}"
+        want = doctor_versions.torchvision_pairs(torch_v, tv_v)
+        got = call_answer(compatible, torch_v, tv_v)
+        if got is not want:
+            raise CheckFailed(f"compatible({torch_v!r}, {tv_v!r}): expected {want}, got {got!r}")

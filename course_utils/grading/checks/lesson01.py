@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.benchmark.utils.common import Measurement
 
-from course_utils.grading import call_answer, exercise, expect
+from course_utils.grading import call_answer, exercise, expect, held_out
 
 
 def _is_measurement(m) -> bool:
@@ -123,3 +123,19 @@ def check_gradient(grad_of_loss):
     expect(isinstance(got, torch.Tensor), "a tensor", type(got).__name__)
     expect(torch.allclose(got, want), want.tolist(), got.tolist(), "gradient of sum(x**3 + 2x)")
     return "d/dx sum(x^3 + 2x) = 3x^2 + 2, computed by autograd"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("01.4", cases=3)
+def held_out_gradient(rng, grad_of_loss):
+    """Other points: the visible gradient [5.0, 14.0, 29.0] typed in fails them."""
+    points = [round(rng.uniform(-3, 3), 2) for _ in range(rng.randint(2, 6))]
+    x = torch.tensor(points)
+    got = call_answer(grad_of_loss, x.clone())
+    want = 3 * x**2 + 2.0
+    right = isinstance(got, torch.Tensor) and got.shape == want.shape and torch.allclose(got, want)
+    shown = [round(v, 4) for v in want.tolist()]
+    expect(right, shown, got.tolist() if isinstance(got, torch.Tensor) else repr(got),
+           f"gradient of sum(x**3 + 2x) at x={points}")  # fmt: skip

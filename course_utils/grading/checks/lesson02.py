@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from course_utils import hpc, sbatch
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 
 @exercise("02.1", "the --disable-cuda pattern")
@@ -232,3 +232,27 @@ def check_bundle_header(gpu_job_header):
         expect(isinstance(script, str), "the header as a string", type(script).__name__)
         _check_bundle_header(script, hours, cores, mem_gb)
     return "one GPU with its bundle's CPUs and memory, for the time asked"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("02.4", cases=4)
+def held_out_decision(rng, gpu_or_cpu):
+    """Other workloads, speeds, monitors and waits: the four visible answers typed in fail them."""
+    images = rng.choice([1, 2, 5]) * 10 ** rng.randint(5, 8)
+    cpu = {"images_per_s": rng.choice([500, 1_000, 2_000, 4_000]), "cores": rng.choice([4, 8, 16])}
+    busy = rng.choice([5, 30, 70, 95])
+    samples = [0] + [max(0, min(100, busy + rng.randint(-5, 5))) for _ in range(4)]
+    gpu = {"images_per_s": rng.choice([10_000, 20_000, 40_000]), "util_samples": samples}
+    wait = rng.choice([0, 600, 3_600, 14_400])
+    got = call_answer(gpu_or_cpu, images, dict(cpu), dict(gpu), wait)
+    want = _want_decision(images, cpu, gpu, wait)
+    what = f"gpu_or_cpu({images:,} images, {cpu}, {gpu}, wait {wait} s)"
+    expect(isinstance(got, dict), "a dict", type(got).__name__, what)
+    expect(got.get("ask_for") == want["ask_for"], repr(want["ask_for"]), repr(got.get("ask_for")),
+           what)  # fmt: skip
+    for key in ("core_hours", "gpu_hours"):
+        value = got.get(key)
+        close = isinstance(value, (int, float)) and math.isclose(value, want[key], rel_tol=1e-6)
+        expect(close, f"{key} {want[key]:.4g}", repr(value), what)

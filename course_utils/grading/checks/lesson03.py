@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from course_utils import timing
 from course_utils.async_model import SimulatedDevice, SimulatedTrainStep, timing_problems
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.models import Net
 from course_utils.profiling import operator_self_times, read_trace
 from course_utils.stream_model import StreamRecorder, stream_hazards
@@ -223,3 +223,25 @@ def check_most_expensive_operator(most_expensive_operator):
         "the operator with the largest self time in the trace your profiling exported (a "
         "training step of Net, on the CPU)"
     )
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("03.3", cases=3)
+def held_out_images_per_second(rng, images_per_second):
+    """Other loops (speeds, batch sizes, warm-ups): the two visible figures typed in, or images
+    counted as if every timed batch but the last held as many as the first, fail them."""
+    settings = {"host_seconds": rng.choice([1e-3, 5e-3, 2e-2]),
+                "device_seconds_per_image": rng.choice([5e-5, 1e-4, 3e-4])}  # fmt: skip
+    sizes = [rng.choice([16, 32, 48, 64, 100]) for _ in range(rng.randint(4, 10))]
+    warmup = rng.randint(0, 3)
+    want, _ = _measure(timing.images_per_second, settings, sizes, warmup)
+    got, events = _measure(images_per_second, settings, sizes, warmup)
+    number = isinstance(got, (int, float)) and not isinstance(got, bool)
+    expect(number, "a number (images per second)", type(got).__name__)
+    if not abs(got - want) <= 1e-9 * want:
+        raise CheckFailed(
+            f"batches of {sizes}, warmup={warmup} (simulated): expected {want:,.1f} images/s, "
+            f"got {got:,.1f}: {_diagnosis(events, sizes, warmup, got)}"
+        )

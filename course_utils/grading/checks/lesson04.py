@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.precision import ROUNDINGS, matmul_error, power_law_fit, round_to_tf32
 from course_utils.profiling import dtypes_by_operator, profile_call, read_trace
 
@@ -184,3 +184,23 @@ def check_autocast_step(autocast_step):
         "your step's trace: matmuls and convolutions in bfloat16, the loss in float32; the "
         "weights and their gradients stay float32"
     )
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("04.1", cases=2)
+def held_out_round_to_tf32(rng, answer):
+    """Other random values: outputs kept for the visible inputs (a table) fail them."""
+    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    scale = 10.0 ** torch.randint(-40, 38, (500,), generator=gen)
+    x = (torch.randn(500, generator=gen) * scale).float()
+    got = call_answer(answer, x.clone())
+    shaped = isinstance(got, torch.Tensor) and got.dtype == torch.float32 and got.shape == x.shape
+    expect(shaped, "a float32 tensor of the input's shape", getattr(got, "dtype", type(got)))
+    want = round_to_tf32(x)
+    same = got.view(torch.int32) == want.view(torch.int32)
+    if not bool(same.all()):
+        i = int((~same).nonzero()[0])
+        expect(False, _hex(want[i : i + 1])[0], _hex(got[i : i + 1])[0],
+               f"input {_hex(x[i : i + 1])[0]}")  # fmt: skip

@@ -15,7 +15,7 @@ import torch
 from course_utils import device as devices
 from course_utils import distributed, models, sbatch
 from course_utils.data import SyntheticCIFAR10
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.jobs import ddp_exercise, single_process
 
 
@@ -105,24 +105,27 @@ def check_train_ddp(train_ddp):
 
 @exercise("05.2", "device and backend of each rank on a node")
 def check_rank_plan(rank_plan):
-    cases = [(4, 4), (2, 1), (4, 2), (2, 0), (1, 1), (8, 8)]
-    for ranks, gpus in cases:
-        got = call_answer(rank_plan, ranks, gpus)
-        want = [
-            (distributed.choose_backend(ranks, gpus),
-             str(devices.plan_device(r, ranks, gpus=gpus).device))
-            for r in range(ranks)
-        ]  # fmt: skip
-        expect(isinstance(got, list) and len(got) == ranks, f"a list of {ranks} pairs", repr(got))
-        got = [(str(b), str(d)) for b, d in got]
-        where = f"rank_plan(ranks_per_node={ranks}, gpus_per_node={gpus})"
-        if got != want and ranks > gpus > 0 and got[0][0] == "nccl":
-            raise CheckFailed(
-                f"{where}: expected {want}, got {got}: NCCL refuses two ranks on one GPU "
-                '("Duplicate GPU detected"); ranks that share a GPU use gloo'
-            )
-        expect(got == want, want, got, where)
+    for ranks, gpus in [(4, 4), (2, 1), (4, 2), (2, 0), (1, 1), (8, 8)]:
+        _check_rank_plan_case(rank_plan, ranks, gpus)
     return "nccl only with a GPU per rank; ranks that share a GPU take turns on it over gloo"
+
+
+def _check_rank_plan_case(rank_plan, ranks: int, gpus: int) -> None:
+    got = call_answer(rank_plan, ranks, gpus)
+    want = [
+        (distributed.choose_backend(ranks, gpus),
+         str(devices.plan_device(r, ranks, gpus=gpus).device))
+        for r in range(ranks)
+    ]  # fmt: skip
+    expect(isinstance(got, list) and len(got) == ranks, f"a list of {ranks} pairs", repr(got))
+    got = [(str(b), str(d)) for b, d in got]
+    where = f"rank_plan(ranks_per_node={ranks}, gpus_per_node={gpus})"
+    if got != want and ranks > gpus > 0 and got[0][0] == "nccl":
+        raise CheckFailed(
+            f"{where}: expected {want}, got {got}: NCCL refuses two ranks on one GPU "
+            '("Duplicate GPU detected"); ranks that share a GPU use gloo'
+        )
+    expect(got == want, want, got, where)
 
 
 # The need in exercise 05.3 (the lesson's text says the same).
@@ -158,3 +161,12 @@ def check_ddp_header(ddp_header):
            "--signal=B:USR1@300 (a warning 5 minutes before the limit)",
            signal or "no --signal")  # fmt: skip
     return "2 nodes x 4 GPUs, one task per GPU, the bundle's CPUs and memory, a warning signal"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("05.2", cases=4)
+def held_out_rank_plan(rng, rank_plan):
+    """Nodes of other sizes: a table of the six visible answers fails them."""
+    _check_rank_plan_case(rank_plan, rng.randint(1, 16), rng.randint(0, 8))

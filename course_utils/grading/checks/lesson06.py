@@ -10,7 +10,7 @@ from torch import nn
 
 from course_utils import checkpoint as ck
 from course_utils import resumable
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.models import TinyNet, parameter_hash
 
 KEYS = ("model", "optimizer", "scheduler", "epoch", "step", "rng")
@@ -183,3 +183,18 @@ def check_preempt_and_resume(preempt_and_resume):
         where = "under Slurm (requeued)" if stop.get("requeued") else "locally (no Slurm here)"
     # No step number: where the signal lands varies from run to run, and nbval compares this line.
     return f"stopped by {stop['signal']} {where}, saved, and resumed from that step exactly"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("06.1", cases=2)
+def held_out_checkpoint(rng, make_checkpoint):
+    """Another epoch and step: a dict with the visible epoch 2, step 17 typed in fails them."""
+    model, opt, sched = _trained_parts()
+    epoch, step = rng.randint(3, 99), rng.randint(18, 9_999)
+    got = call_answer(make_checkpoint, nn.DataParallel(model), opt, sched, epoch, step)
+    expect(isinstance(got, dict), "a dict", type(got).__name__)
+    found = (got.get("epoch"), got.get("step"))
+    expect(found == (epoch, step), f"epoch {epoch}, step {step}",
+           f"epoch {found[0]}, step {found[1]}")  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from course_utils import data, profiling, speed
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 
 class _SlowLoader:
@@ -192,3 +192,20 @@ def check_gpus_to_ask_for(gpus_to_ask_for):
             where,
         )
     return "the fewest GPU-hours among the counts that finish within the limit"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("08.4", cases=4)
+def held_out_gpus_to_ask_for(rng, gpus_to_ask_for):
+    """Other scaling curves, workloads and limits: the four visible answers typed in fail them."""
+    one = rng.choice([500.0, 1_000.0, 2_500.0])
+    rates = {n: one * n * rng.uniform(0.5, 1.0) ** (n > 1) for n in (1, 2, 4, 8)}
+    images, hours = rng.choice([1, 3, 10]) * 10**7, rng.choice([1.0, 2.0, 4.0, 8.0, 24.0])
+    want = _best_gpus(rates, images, hours)
+    got = call_answer(gpus_to_ask_for, dict(rates), images, hours)
+    rounded = {n: round(r) for n, r in rates.items()}
+    where = f"gpus_to_ask_for({rounded}, images={images:,}, hours_limit={hours:g})"
+    expect(got == want, "None (no count finishes in time)" if want is None else f"{want} GPUs",
+           repr(got), where)  # fmt: skip

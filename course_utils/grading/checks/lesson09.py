@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 
 from course_utils import failures, job_memory, memory, paths, sbatch
 from course_utils.files import atomic_write_text
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 RECORDED_RUNS = Path(__file__).with_name("lesson09_runs")
 RECORDED_FAULTS = [(fault, rank) for fault in failures.CAUSES for rank in (0, 1)]
@@ -221,3 +221,27 @@ def check_shared_loader(shared_loader):
         f"{SHARED_LOADER_MIB} MiB file (measured here, in workers forked from this kernel; a "
         "job's cgroup counts the same pages)"
     )
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("09.4", cases=3)
+def held_out_accumulate_gradients(rng, accumulate_gradients):
+    """Other batch sizes, each split unevenly: chunks that happen to be even on the visible
+    sizes (12 rows in 4, 10 in 4), weighted equally, fail them."""
+    micro_batches = rng.randint(2, 5)
+    rows = micro_batches * rng.randint(micro_batches, 6) + rng.randint(1, micro_batches - 1)
+    g = torch.Generator().manual_seed(rng.randrange(2**31))
+    x, y = torch.randn(rows, 3, generator=g), torch.randn(rows, 2, generator=g)
+    model, _ = _recording_model()
+    nn.functional.mse_loss(model(x), y).backward()
+    want = memory.gradients(model)
+    model, seen = _recording_model()
+    call_answer(accumulate_gradients, model, x, y, micro_batches)
+    what = f"{rows} rows in {micro_batches} micro-batches"
+    expect(sum(seen) == rows, f"all {rows} rows used once", f"{sum(seen)} rows", what)
+    grads = [p.grad for p in model.parameters()]
+    expect(all(gr is not None for gr in grads), "a .grad on every parameter", "None", what)
+    worst = memory.max_relative_difference(grads, want)
+    expect(worst < 1e-5, "the big batch's gradients", f"a relative difference of {worst:.2g}", what)

@@ -9,6 +9,13 @@ grader imports the runner, never the reverse (tests/test_layout.py).
     pipeline.py     one submission through all of it (`grade_notebook`), many (`grade_all`)
     gradebook.py    the gradebook CSV, feedback, JUnit report, the terminal's table
     command.py      `course grade`: its options checked, then grading, then the files
+    prepared.py     what a grade settles first and writes last, here and across a job array
+    on_cluster.py   `course grade --slurm`: key, submit, wait, say how each task ended, merge
+    array.py        the job array: its manifest, sbatch command, Slurm's record of each task
+    task.py         one task of the array: grade its share, keep each result
+    results.py      results kept per submission, keyed by content and settings; the seed
+    shards.py       shares of about equal time for the tasks
+    lms.py          the gradebook in Canvas's or Moodle's import layout (`--lms`)
     learner.py      `course check NN`: the grader's verdicts for a learner's own notebook
 The names below are the grader's API (`from course_utils.grading import grader`); the other
 names of the old grader.py module are found in the modules above (../_moved.py).

@@ -1,8 +1,10 @@
 """`course grade`: the command that turns a folder of submissions into a gradebook.
 
 It checks everything it was given before grading anything (the lesson, the submissions, the
-limits, whether the sandbox runs here and hides what it must), then grades (pipeline.py) and
-writes the gradebook, feedback, JUnit report and logs (gradebook.py). Its options are wired in
+limits, whether the sandbox runs here and hides what it must), then grades, here (pipeline.py)
+or with `--slurm` across a job array (on_cluster.py), and writes the gradebook, feedback, JUnit
+report and logs (gradebook.py) and, with `--lms`, the LMS's import file (lms.py). Every run has
+a held-out seed (`--seed`, else a new one), written in the gradebook. Its options are wired in
 course_utils/cli.py, with defaults read from `Limits` (runner/limits.py).
 """
 
@@ -15,9 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from course_utils.grading.grader.gradebook import ERROR, summary_table, write_outputs
+from course_utils.grading.grader.gradebook import ERROR
 from course_utils.grading.grader.pipeline import grade_all
 from course_utils.grading.grader.plan import Lesson
+from course_utils.grading.grader.prepared import Prepared, finish
+from course_utils.grading.grader.results import choose_seed
 from course_utils.grading.grader.submissions import find_submissions
 from course_utils.grading.runner import sandbox
 from course_utils.grading.runner.limits import Limits, default_limits, parse_size
@@ -44,7 +48,7 @@ def limits_from_args(args) -> Limits:
             )
     return default_limits(
         args.timeout,
-        args.jobs,
+        args.jobs or 1,
         getattr(args, "cell_timeout", None),
         sandbox=not getattr(args, "no_sandbox", False),
         max_procs=option["max_procs"],
@@ -57,14 +61,15 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def check_sandbox(limits: Limits, hidden: list[Path]) -> None:
+def check_sandbox(limits: Limits, hidden: list[Path], probe: bool = True) -> None:
     """ValueError, with the fix, when the grading sandbox cannot run here or would show a
-    folder in `hidden`; nothing to check with --no-sandbox."""
+    folder in `hidden`; nothing to check with --no-sandbox. `probe=False` leaves out starting
+    one (a login node that submits to a job array: each task probes its own node)."""
     if not limits.sandbox:
         return
     read_only, _ = sandbox.visible_paths()
     sandbox.check_hidden(read_only, hidden)
-    why = sandbox.problem(limits.max_procs)
+    why = sandbox.problem(limits.max_procs) if probe else None
     if why:
         raise ValueError(f"cannot grade in a sandbox: {why}")
 
@@ -74,7 +79,7 @@ def _interrupt(signum, frame):
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt():
+def sigterm_as_interrupt():
     """scancel sends SIGTERM: clean up as for Ctrl-C (no kernel left behind), then restore."""
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -89,11 +94,26 @@ def _lesson_number(text: str | None) -> str | None:
     return f"{int(text):02d}" if text else None
 
 
-def _prepare(args):
-    """Everything `course grade` needs before it grades: (submissions, passed-over warnings,
-    lessons, limits); ValueError names what is wrong and the fix."""
+def _check_cluster_options(args) -> None:
+    from course_utils.grading.grader.array import check_sbatch_options
+
+    sbatch = list(getattr(args, "sbatch", None) or [])
+    if not getattr(args, "slurm", False):
+        if sbatch or getattr(args, "tasks", None) is not None:
+            given = " ".join(sbatch) or f"--tasks {args.tasks}"
+            raise ValueError(f"{given}: --tasks and sbatch options go with --slurm; add --slurm")
+        return
+    check_sbatch_options(sbatch)
+    if args.tasks is not None and args.tasks < 1:
+        raise ValueError(f"--tasks {args.tasks}: give at least 1 task")
+
+
+def _prepare(args) -> Prepared:
+    """Everything `course grade` needs before it grades; ValueError names what is wrong and
+    the fix."""
     from course_utils.paths import repo_dir
 
+    _check_cluster_options(args)
     lesson = _lesson_number(args.lesson)
     subs, skipped = find_submissions(Path(args.submissions), lesson)
     if not subs:
@@ -103,43 +123,54 @@ def _prepare(args):
             + "; expected <learner>/NN_topic.ipynb or <learner>__NN_topic.ipynb"
         )
     lessons = {n: Lesson.load(n, repo_dir("solutions")) for n in sorted({s.lesson for s in subs})}
-    if args.jobs < 1 or args.timeout <= 0:
-        raise ValueError(f"-j {args.jobs} / --timeout {args.timeout}: both must be positive")
+    if (args.jobs is not None and args.jobs < 1) or args.timeout <= 0:
+        raise ValueError(f"-j {args.jobs} / --timeout {args.timeout:g}: both must be positive")
     limits = limits_from_args(args)
     hidden = [repo_dir("solutions"), Path(args.submissions), Path(args.out), Path.home()]
-    check_sandbox(limits, hidden)
-    return subs, skipped, lessons, limits
+    check_sandbox(limits, hidden, probe=not getattr(args, "slurm", False))
+    return Prepared(subs, skipped, lessons, limits, hidden)
 
 
 def grade_main(args) -> int:
-    """`course grade SUBMISSIONS [--lesson NN] [--out DIR] [-j N] [--timeout S] [--no-sandbox]
-    [--max-procs N] [--max-memory SIZE] [--max-file-size SIZE] [--max-disk SIZE]
-    [--cpu-time S]`."""
-    from course_utils.paths import SANITIZE_FILE
-
+    """`course grade SUBMISSIONS [--lesson NN] [--out DIR] [-j N] [--timeout S] [--seed S]
+    [--lms canvas|moodle] [--no-sandbox] [--max-procs N] [--max-memory SIZE]
+    [--max-file-size SIZE] [--max-disk SIZE] [--cpu-time S] [--slurm [--tasks N] [--sbatch
+    OPTIONS]]`."""
     try:
-        subs, skipped, lessons, limits = _prepare(args)
+        ready = _prepare(args)
     except ValueError as e:
         print(f"course grade: {e}", file=sys.stderr)
         return 2
-    for line in skipped:
+    for line in ready.skipped:
         print(line, file=sys.stderr)
-    if not limits.sandbox:
+    if not ready.limits.sandbox:
         print(
             "course grade: --no-sandbox: learners' code runs with your rights (the gradebook's "
             "sandbox column says none)",
             file=sys.stderr,
         )
-    out = Path(args.out)
+    if getattr(args, "slurm", False):
+        from course_utils.grading.grader.on_cluster import grade_on_cluster
+
+        return grade_on_cluster(args, ready)
+    return _grade_here(args, ready)
+
+
+def _grade_here(args, ready: Prepared) -> int:
+    from course_utils.paths import SANITIZE_FILE
+
+    out, jobs = Path(args.out), args.jobs or 1
+    seed = choose_seed(getattr(args, "seed", None), None)
     start = time.perf_counter()
-    with _sigterm_as_interrupt():
-        grades = grade_all(subs, lessons, limits, args.jobs, SANITIZE_FILE, out / "logs")
-        paths = write_outputs(out, grades)
-    print(summary_table(grades))
+    with sigterm_as_interrupt():
+        grades = grade_all(
+            ready.subs, ready.lessons, ready.limits, jobs, SANITIZE_FILE, out / "logs",
+            seed=seed,
+        )  # fmt: skip
+    finish(args, grades)
     print(
-        f"graded {len(grades)} submissions in {time.perf_counter() - start:.1f} s "
-        f"(-j {args.jobs}); gradebook {paths['gradebook']}, feedback in {paths['feedback']}/, "
-        f"JUnit report {paths['junit']}, logs in {out / 'logs'}/"
+        f"graded {len(grades)} submissions in {time.perf_counter() - start:.1f} s (-j {jobs}); "
+        f"held-out seed {seed} (--seed {seed} grades the same way again)"
     )
-    print(f"sandbox: {limits.describe()}")
+    print(f"sandbox: {ready.limits.describe()}")
     return 1 if any(g.status == ERROR for g in grades) else 0

@@ -2,7 +2,9 @@
 
 Both call `pipeline.grade_notebook`, so the verdicts are the same: only the exercise cells of the
 notebook count; the check cells come from the release and run on a fresh kernel under nbval.
-The learner's check runs unsandboxed: it is their own code, run with their own rights.
+The learner's check runs unsandboxed: it is their own code, run with their own rights. Held-out
+cases run only in the instructor's grade: `course check` says which exercises have them and how
+many, never what they are.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ def find_notebook(lesson: str, folder: Path) -> Path:
 
 
 def report(grade) -> str:
-    """What `course check` prints: the count, each exercise's verdict, and notes on the notebook."""
+    """What `course check` prints: the count, each exercise's verdict (and how many held-out
+    cases the instructor's grade adds), and notes on the notebook."""
+    from course_utils.grading.exercises import held_out_cases
+
     passing = sum(e.verdict == "passed" for e in grade.exercises)
     lines = [
         f"lesson {grade.lesson}: {passing}/{len(grade.exercises)} exercises passing "
@@ -28,6 +33,9 @@ def report(grade) -> str:
         lines.append(f"  status {grade.status}: {grade.reason}")
     for e in grade.exercises:
         text = "passed" if e.verdict == "passed" else f"{e.verdict}: {e.message}"
+        cases = held_out_cases(e.exercise_id)
+        if cases:
+            text += f" [the instructor's grade also runs {cases} held-out cases]"
         lines.append(f"  {e.exercise_id} {e.title}: {text}")
     lines += [f"  note: {n}" for n in grade.notes]
     return "\n".join(lines)

@@ -3,8 +3,9 @@
 One submission goes: read it (an unreadable one is graded 0 with the reason), build its
 grading notebook (plan.py), run it in the runner (one temporary folder, the sandbox, the
 limits), compare its check cells with the reference, keep the log, then give it a status and
-judge each exercise (verdicts.py). `course check` (learner.py) calls the same `grade_notebook`,
-without the sandbox, so learners see the verdicts the instructor will see.
+judge each exercise (verdicts.py). With a seed (`course grade` always has one) the run also
+runs the checkers' held-out cases. `course check` (learner.py) calls the same `grade_notebook`,
+without the sandbox and without a seed, so learners see the verdicts of the visible cases.
 
 What the isolation gives and what it does not is written in README.md, section "Grading".
 """
@@ -12,13 +13,14 @@ What the isolation gives and what it does not is written in README.md, section "
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import nbformat
 
 from course_utils.files import atomic_write_text
-from course_utils.grading.exercises import FAILED, registry
+from course_utils.grading.exercises import FAILED, HELD_OUT_SEED, held_out_cases, registry
 from course_utils.grading.grader.gradebook import (
     ERROR,
     UNREADABLE,
@@ -40,14 +42,16 @@ def grade_notebook(
     learner: str = "",
     sanitize: Path | None = None,
     logs: Path | None = None,
+    seed: int | None = None,
 ) -> SubmissionGrade:
     """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade.
 
     `sanitize`: the nbval sanitize file applied to both sides when check cells are compared;
-    `logs`: the folder that keeps each run's pytest log.
+    `logs`: the folder that keeps each run's pytest log; `seed`: the held-out cases' seed
+    (None: they do not run, as in `course check`).
     """
     start = time.perf_counter()
-    grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path))
+    grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path), seed=seed)
     grade.sandbox = limits.describe()
     try:
         plan = build_grading_notebook(lesson, read_notebook(path))
@@ -81,12 +85,15 @@ def _grade_run(
 ) -> None:
     """Run the plan's notebook, compare its checks, keep its log, and judge it into `grade`."""
     grade.notes, grade.flags = plan.notes, plan.flags
-    run = nbval_runner.run_notebook(plan.notebook, f"{lesson.lesson}_grading.ipynb", limits)
+    variables = {} if grade.seed is None else {HELD_OUT_SEED: str(grade.seed)}
+    name = f"{lesson.lesson}_grading.ipynb"
+    run = nbval_runner.run_notebook(plan.notebook, name, limits, variables)
     compare_checks(plan, lesson, run, outputs.sanitize_rules(sanitize))
     if logs is not None:
         atomic_write_text(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
     grade.status, grade.reason = _status(plan, run, limits)
-    grade.exercises = exercise_grades(plan, run, limits.cell_timeout, _titles())
+    held_out = {} if grade.seed is None else {i: held_out_cases(i) for i in plan.cells}
+    grade.exercises = exercise_grades(plan, run, limits.cell_timeout, _titles(), held_out)
 
 
 def _titles() -> dict[str, str]:
@@ -101,22 +108,29 @@ def grade_all(
     sanitize: Path | None = None,
     logs: Path | None = None,
     progress: bool = True,
+    seed: int | None = None,
+    on_grade: Callable[[Submission, SubmissionGrade], None] | None = None,
 ) -> list[SubmissionGrade]:
-    """Grade every submission, `jobs` at a time; one submission's failure never stops the rest."""
+    """Grade every submission, `jobs` at a time; one submission's failure never stops the rest.
+    `on_grade(submission, grade)` is called as each one is done (a job array keeps it then)."""
     from tqdm import tqdm
 
     def one(sub: Submission) -> SubmissionGrade:
         try:
             lesson = lessons[sub.lesson]
-            return grade_notebook(sub.path, lesson, limits, sub.learner, sanitize, logs)
+            grade = grade_notebook(sub.path, lesson, limits, sub.learner, sanitize, logs, seed)
         except Exception as e:  # a grader bug must cost one row, not the whole gradebook
-            return SubmissionGrade(
+            grade = SubmissionGrade(
                 sub.learner,
                 sub.lesson,
                 str(sub.path),
                 ERROR,
                 f"the grader failed: {type(e).__name__}: {e}",
+                seed=seed,
             )
+        if on_grade is not None:
+            on_grade(sub, grade)
+        return grade
 
     grades = []
     bar = tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress)

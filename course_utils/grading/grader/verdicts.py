@@ -2,14 +2,18 @@
 
 An exercise earns its points when its check cell printed "passed" AND the check cell's outputs
 equal the reference's (`compare_checks`, by nbval's rules, outside the sandbox): an edited check
-cell or a printed fake "passed" earns nothing (`judge`). The submission as a whole gets a status
+cell or a printed fake "passed" earns nothing (`judge`); where the exercise has held-out cases,
+they must all pass too (`with_held_out`, from the run's side channel). The submission as a whole
+gets a status
 (`_status`): ok, or why the run ended early (its time limit, a cell's, a dead kernel, nothing
 ran); the points of the checks that ran before stay.
 """
 
 from __future__ import annotations
 
-from course_utils.grading.exercises import FAILED, PASSED, parse_results
+from dataclasses import replace
+
+from course_utils.grading.exercises import FAILED, HELD_OUT_KIND, PASSED, parse_results
 from course_utils.grading.grader.gradebook import CRASHED, ERROR, OK, TIMEOUT, ExerciseGrade
 from course_utils.grading.grader.plan import GradingPlan, Lesson
 from course_utils.grading.runner import outputs
@@ -33,11 +37,18 @@ def compare_checks(plan: GradingPlan, lesson: Lesson, run: Run, rules: dict[str,
 
 
 def exercise_grades(
-    plan: GradingPlan, run: Run, cell_timeout: float, titles: dict[str, str]
+    plan: GradingPlan,
+    run: Run,
+    cell_timeout: float,
+    titles: dict[str, str],
+    held_out: dict[str, int] | None = None,
 ) -> list[ExerciseGrade]:
-    """Every exercise of the plan judged from the run's records (`titles`: id -> title)."""
-    return [
-        judge(
+    """Every exercise of the plan judged from the run's records (`titles`: id -> title;
+    `held_out`: id -> its held-out cases, for a grade that ran them)."""
+    reported = held_out_lines(run.channel)
+    grades = []
+    for ex_id, (exercise_cell, check_cell) in plan.cells.items():
+        grade = judge(
             ex_id,
             titles.get(ex_id, ex_id),
             plan.points.get(ex_id, 1),
@@ -45,8 +56,37 @@ def exercise_grades(
             run.records.get(check_cell),
             cell_timeout,
         )
-        for ex_id, (exercise_cell, check_cell) in plan.cells.items()
-    ]
+        cases = (held_out or {}).get(ex_id, 0)
+        grades.append(with_held_out(grade, cases, reported.get(ex_id)) if cases else grade)
+    return grades
+
+
+def held_out_lines(lines: list[dict]) -> dict[str, dict]:
+    """The held-out report of each exercise on a run's side channel (the last one wins)."""
+    return {str(line.get("exercise")): line for line in lines if line.get("kind") == HELD_OUT_KIND}
+
+
+def with_held_out(grade: ExerciseGrade, cases: int, line: dict | None) -> ExerciseGrade:
+    """`grade` once its `cases` held-out cases are counted: a passing exercise keeps its points
+    only when every case passed (`line`: what the run reported for it, None when nothing)."""
+    if grade.verdict != PASSED:
+        return replace(grade, held_out=cases)
+    passed = line.get("passed") if line else None
+    if not line or line.get("cases") != cases or not isinstance(passed, int):
+        return replace(
+            grade, verdict=FAILED, held_out=cases, held_out_passed=0,
+            message=f"the visible cases passed, but the {cases} held-out cases reported no "
+            "result (the check cell must run to its end, unchanged)",
+        )  # fmt: skip
+    passed = max(0, min(passed, cases))
+    if passed < cases:
+        return replace(
+            grade, verdict=FAILED, held_out=cases, held_out_passed=passed,
+            message=f"the visible cases passed, but {cases - passed} of {cases} held-out cases "
+            "failed: compute the result from the inputs (an answer fitted to the visible "
+            "cases fails other inputs)",
+        )  # fmt: skip
+    return replace(grade, held_out=cases, held_out_passed=cases)
 
 
 def judge(

@@ -4,7 +4,8 @@ Both run `pytest --nbval` on the notebook with the two plugins (nbval_record, ke
 the per-cell time limit, and the run's token and thread counts (`sandbox.run_variables`). In
 the sandbox the notebook and pytest.ini are bound read-only and the record is the one host file
 the run writes; as the grader's user (`course check`, `course grade --no-sandbox`) HOME and
-TMPDIR are the notebook's folder.
+TMPDIR are the notebook's folder. Either way the run gets its side channel (channel.py) and the
+caller's `variables` (the run's own settings win over them).
 """
 
 from __future__ import annotations
@@ -12,19 +13,27 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from course_utils.grading.runner import sandbox
+from course_utils.grading.runner import channel, sandbox
 from course_utils.grading.runner.limits import Limits
 
 PLUGINS = (f"{__package__}.nbval_record", f"{__package__}.kernel_watch")  # loaded with -p
 RECORD, INI = "cells.jsonl", "pytest.ini"  # the run's own files, in its private folder
 
 
-def command(notebook: Path, limits: Limits, private: Path, token: str):
-    """(argv, environment) of the run of `notebook`; `private` holds the run's own files."""
+def command(
+    notebook: Path,
+    limits: Limits,
+    private: Path,
+    token: str,
+    variables: Mapping[str, str] | None = None,
+):
+    """(argv, environment) of the run of `notebook`; `private` holds the run's own files;
+    `variables` are set in the run (pytest and its kernel)."""
     build = _sandboxed if limits.sandbox else _unsandboxed
-    return build(notebook, limits, private, token)
+    return build(notebook, limits, private, token, dict(variables or {}))
 
 
 def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) -> list[str]:
@@ -40,7 +49,7 @@ def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) ->
     ]  # fmt: skip
 
 
-def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str):
+def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str, variables: dict):
     """Command and environment of a run as the grader's user."""
     (notebook.parent / "tmp").mkdir(exist_ok=True)
     cmd = pytest_command(
@@ -48,6 +57,8 @@ def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str):
     )
     env = {
         **os.environ,
+        **variables,
+        channel.VARIABLE: str(private / channel.FILE),
         "HOME": str(notebook.parent),
         "TMPDIR": str(notebook.parent / "tmp"),
         **sandbox.run_variables(token, limits.threads),
@@ -55,9 +66,9 @@ def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str):
     return cmd, env
 
 
-def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str):
+def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str, variables: dict):
     """Command and environment of a run in the sandbox: the notebook and pytest.ini are shown
-    read-only; the record file is the one host file it writes."""
+    read-only; the record and the channel are the host files it writes."""
     home, run = sandbox.HOME, sandbox.RUN_DIR
     files = [
         (str(notebook), f"{home}/{notebook.name}"),
@@ -69,8 +80,15 @@ def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str):
         read_only=tuple(read_only),
         symlinks=tuple(links),
         files=tuple(files),
-        writable=((str(private / RECORD), f"{run}/{RECORD}"),),
-        env=sandbox.sandbox_env(token, limits.threads),
+        writable=(
+            (str(private / RECORD), f"{run}/{RECORD}"),
+            (str(private / channel.FILE), f"{run}/{channel.FILE}"),
+        ),
+        env={
+            **variables,
+            channel.VARIABLE: f"{run}/{channel.FILE}",
+            **sandbox.sandbox_env(token, limits.threads),
+        },
         max_disk=limits.max_disk,
     )
     limit = sandbox.limit_command(

@@ -196,3 +196,23 @@ def test_import_cost_stub_and_missing_file(tmp_path, monkeypatch):
     nothing = run_check("00.4", lambda path: None)
     assert nothing.verdict == "failed"
     assert nothing.message.startswith("expected records saved to runs/import_cost.json, got:")
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_00_2_held_out_cases_fail_a_table_of_the_visible_answers(held_out_catches):
+    import re
+
+    from course_utils.doctor_versions import torchvision_pairs
+
+    visible = {("2.14.1", "0.29.1"): True, ("2.11.0+cu130", "0.26.0+cu130"): True,
+               ("2.6.0", "0.21.0"): True, ("2.14.1", "0.24.1"): False,
+               ("2.9.1", "0.29.1"): False}  # fmt: skip
+
+    def table(torch_version, torchvision_version):  # right on every visible pair, and only there
+        return visible.get((torch_version, torchvision_version), False)
+
+    failure = held_out_catches("00.2", torchvision_pairs, table)
+    pattern = r"compatible\('2\.\d+\.\d\S*', '0\.\d+\.\d\S*'\): expected True, got False"
+    assert re.fullmatch(pattern, failure), failure

@@ -118,3 +118,25 @@ def test_gradient():
     assert run_check("01.4", lambda x: (_ for _ in ()).throw(NotImplementedError)).verdict == (
         "not attempted yet"
     )
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_01_4_held_out_cases_fail_the_visible_gradient_typed_in(held_out_catches):
+
+    import torch
+
+    def reference(x):
+        x = x.clone().requires_grad_()
+        (x**3 + 2 * x).sum().backward()
+        return x.grad
+
+    def typed_in(x):
+        return torch.tensor([5.0, 14.0, 29.0])
+
+    failure = held_out_catches("01.4", reference, typed_in)
+    assert (
+        failure.startswith("gradient of sum(x**3 + 2x) at x=[")
+        and "got [5.0, 14.0, 29.0]" in failure
+    )

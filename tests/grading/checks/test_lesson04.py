@@ -152,3 +152,22 @@ def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
 @pytest.mark.parametrize("exercise_id", ["04.1", "04.2", "04.3"])
 def test_stub_is_not_attempted(exercise_id):
     assert run_check(exercise_id, stub).verdict == NOT_ATTEMPTED
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_04_1_held_out_cases_fail_outputs_kept_for_the_visible_inputs(held_out_catches):
+    from course_utils.grading.checks.lesson04 import _special_values
+
+    gen = torch.Generator().manual_seed(4)  # the visible inputs, drawn as the check draws them
+    scale = 10.0 ** torch.randint(-40, 38, (1000,), generator=gen)
+    seen = (torch.randn(1000, generator=gen) * scale).float()
+    inputs = [_special_values(), seen, torch.tensor([float("nan")])]
+    kept = {x.numpy().tobytes(): round_to_tf32(x) for x in inputs}
+
+    def table(x):  # right on the visible inputs, and only there
+        return kept.get(x.numpy().tobytes(), x.clone())
+
+    failure = held_out_catches("04.1", round_to_tf32, table)
+    assert re.fullmatch(r"input 0x[0-9A-F]{8}: expected 0x[0-9A-F]{8}, got 0x[0-9A-F]{8}", failure)

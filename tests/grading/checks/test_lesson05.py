@@ -69,3 +69,24 @@ def test_05_3_ddp_header():
     unreadable = run_check("05.3", lambda: HEADER + "#SBATCH --time=two hours\n")
     assert "sbatch could not read it" in unreadable.message
     assert run_check("05.3", _stub).verdict == NOT_ATTEMPTED
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_05_2_held_out_cases_fail_a_table_of_the_visible_answers():
+    from course_utils.grading import held_out_cases
+    from course_utils.grading.exercises import run_held_out
+
+    visible = {(r, g): rank_plan(r, g) for r, g in [(4, 4), (2, 1), (4, 2), (2, 0), (1, 1), (8, 8)]}
+
+    def table(ranks, gpus):  # right on every visible case, and only there
+        return visible.get((ranks, gpus), [("gloo", "cpu")] * ranks)
+
+    assert run_check("05.2", table).passed
+    assert held_out_cases("05.2") == 4
+    for seed in range(5):
+        assert run_held_out("05.2", seed, rank_plan).passed == 4
+    caught = [run_held_out("05.2", seed, table) for seed in range(5)]
+    assert all(r.passed < r.cases for r in caught), caught
+    assert "rank_plan(ranks_per_node=" in caught[0].failures[0]

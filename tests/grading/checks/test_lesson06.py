@@ -132,3 +132,14 @@ def test_preempt_and_resume_fails_without_a_signal_or_without_a_resume():
     assert "expected final parameters bitwise equal to an uninterrupted run" in wrong.message
     assert "records in history.json" in run_check("06.4", lambda folder: None).message
     assert run_check("06.4", stub).verdict == "not attempted yet"
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_06_1_held_out_cases_fail_the_visible_epoch_and_step_typed_in(held_out_catches):
+    def typed_in(model, optimizer, scheduler, epoch, step):
+        return make_checkpoint(model, optimizer, scheduler, 2, 17)
+
+    failure = held_out_catches("06.1", make_checkpoint, typed_in)
+    assert failure.startswith("expected epoch ") and failure.endswith("got epoch 2, step 17")

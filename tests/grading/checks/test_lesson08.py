@@ -115,3 +115,14 @@ def test_gpus_to_ask_for():
     late = run_check("08.4", ignores_the_limit)
     assert "hours_limit=6" in late.message and "expected 2 GPUs" in late.message
     assert run_check("08.4", _stub).verdict == "not attempted yet"
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_08_4_held_out_cases_fail_the_four_visible_answers_typed_in(held_out_catches):
+    def typed_in(rates, images, hours_limit):
+        return {12.0: 1, 6.0: 2, 3.0: 4, 2.0: None}.get(hours_limit, 1)
+
+    failure = held_out_catches("08.4", _gpus_to_ask_for, typed_in)
+    assert failure.startswith("gpus_to_ask_for({1: "), failure

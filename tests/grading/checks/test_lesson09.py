@@ -139,3 +139,18 @@ def test_09_5_verdict_on_what_was_measured():
         judge_shared_loader(_loader_run(12), unknown=0, workers=2, batch_mib=3)
     with pytest.raises(CheckFailed, match=r"got 5 images that are not in the file"):
         judge_shared_loader(_loader_run(12, 12), unknown=5, workers=2, batch_mib=3)
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_09_4_held_out_cases_fail_chunks_even_only_on_the_visible_sizes(held_out_catches):
+    def equal_weights(model, inputs, targets, micro_batches):  # right only when chunks are even
+        size = len(inputs) // micro_batches  # 12 // 4 = 3 and 10 // 4 = 2: even on both
+        chunks = list(zip(inputs.split(size), targets.split(size)))
+        for xs, ys in chunks:
+            (nn.functional.mse_loss(model(xs), ys) / len(chunks)).backward()
+
+    failure = held_out_catches("09.4", accumulate_gradients, equal_weights)
+    assert re.fullmatch(r"\d+ rows in \d micro-batches: expected the big batch's gradients, "
+                        r"got a relative difference of .*", failure), failure  # fmt: skip

@@ -1,0 +1,44 @@
+"""What `course grade` settles before it grades (`Prepared`) and writes when it is done
+(`finish`): the same for a run here (command.py) and across a job array (on_cluster.py), so
+both give the same files. Part of the instructor's tooling (README, "Grading"); no lesson
+teaches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from course_utils.files import atomic_write_text
+from course_utils.grading.grader import lms
+from course_utils.grading.grader.gradebook import SubmissionGrade, summary_table, write_outputs
+from course_utils.grading.grader.plan import Lesson
+from course_utils.grading.grader.submissions import Submission
+from course_utils.grading.runner.limits import Limits
+
+
+@dataclass
+class Prepared:
+    """What `course grade` found and decided before grading anything."""
+
+    subs: list[Submission]
+    skipped: list[str]  # files passed over, said on stderr
+    lessons: dict[str, Lesson]
+    limits: Limits  # as computed here (a task computes its own for its CPUs)
+    hidden: list[Path]  # what the sandbox must never show
+
+
+def finish(args, grades: list[SubmissionGrade]) -> None:
+    """Write the gradebook, feedback, JUnit report and the LMS file asked for; print the table
+    and where each file is."""
+    out = Path(args.out)
+    paths = write_outputs(out, grades)
+    print(summary_table(grades))
+    print(
+        f"gradebook {paths['gradebook']}, feedback in {paths['feedback']}/ (Markdown and "
+        f"HTML), JUnit report {paths['junit']}, logs in {out / 'logs'}/"
+    )
+    layout = getattr(args, "lms", None)
+    if layout:
+        path = atomic_write_text(out / f"{layout}.csv", lms.export(layout, grades))
+        print(f"{layout} import file {path} (README, 'Grading': how to import it)")
