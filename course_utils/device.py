@@ -36,10 +36,12 @@ def gpu_count() -> int:
 
 @dataclass(frozen=True)
 class DevicePlan:
-    """The decision and, when ranks of one node must share a GPU, the one line that says so."""
+    """The decision, whether this rank shares its GPU with other local ranks (then its group
+    must use gloo: NCCL refuses two ranks on one GPU), and the one line that says so."""
 
     device: torch.device
     note: str = ""
+    shares_gpu: bool = False
 
 
 def plan_device(
@@ -79,6 +81,7 @@ def plan_device(
         return DevicePlan(torch.device(kind))
     if index is None:
         index = local_rank % found
+    # fewer GPUs than ranks, or one GPU named for every rank (COURSE_DEVICE=cuda:0)
     sharing = local_world_size > found or (choice is not None and ":" in choice)
     if not sharing or local_world_size == 1:
         return DevicePlan(torch.device("cuda", index))
@@ -87,7 +90,22 @@ def plan_device(
         f"{local_rank} uses cuda:{index}; DDP ranks that share a GPU communicate over gloo (NCCL "
         "refuses two ranks on one GPU), and MPS runs them concurrently (slurm/mps_job.sh)"
     )
-    return DevicePlan(torch.device("cuda", index), note)
+    return DevicePlan(torch.device("cuda", index), note, shares_gpu=True)
+
+
+def local_plan(
+    local_rank: int = 0, local_world_size: int = 1, prefer: str | None = None
+) -> DevicePlan:
+    """This process's device plan, from env COURSE_DEVICE, else `prefer`, else the hardware;
+    when ranks must share GPUs, local rank 0 prints one line saying so."""
+    choice = os.environ.get(ENV) or prefer
+    source = ENV if os.environ.get(ENV) else "prefer"
+    plan = plan_device(
+        local_rank, local_world_size, choice, gpu_count(), bool(_available("mps")), source
+    )
+    if plan.note and local_rank == 0:
+        print(plan.note, flush=True)
+    return plan
 
 
 def local_device(
@@ -98,14 +116,7 @@ def local_device(
     cuda:<local_rank> when the node has a GPU per local rank; when ranks must share GPUs, local
     rank 0 prints one line saying so. Without GPUs: mps, else cpu.
     """
-    choice = os.environ.get(ENV) or prefer
-    source = ENV if os.environ.get(ENV) else "prefer"
-    plan = plan_device(
-        local_rank, local_world_size, choice, gpu_count(), bool(_available("mps")), source
-    )
-    if plan.note and local_rank == 0:
-        print(plan.note, flush=True)
-    return plan.device
+    return local_plan(local_rank, local_world_size, prefer).device
 
 
 def pick_device(prefer: str | None = None) -> torch.device:

@@ -1,18 +1,18 @@
-"""Distributed training: process groups, rank 0, printing from ranks, and launching.
+"""Distributed training: process groups, rank 0 and printing from ranks.
 
 Who this process is comes from `course_utils.ranks` (`DistEnv.from_environ`: torchrun's
-variables, else Slurm's, else rank 0 of 1; re-exported here). `init_process_group` joins the
-group with the device of `device.local_device` and the backend of `choose_backend`, and records
-what it chose: `state()`, `is_main_process()` and `collective_device()` read that record.
+variables, else Slurm's, else rank 0 of 1); launching on this node from `course_utils.launching`
+(`launch`), reading what ranks printed from `course_utils.rank_logs` (`failure_cause`); all are
+re-exported here, where lessons and programs use them. `init_process_group` joins the group with
+the device plan of `device.local_plan` and the backend that plan implies (`backend_for`), and
+records what it chose: `state()`, `is_main_process()` and `collective_device()` read that record.
 Taught in lesson 05.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
-import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -21,13 +21,17 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from course_utils.device import gpu_count, local_device
-from course_utils.processes import kill_session
-from course_utils.ranks import (  # noqa: F401  (re-exported: lessons and programs use them here)
+from course_utils.device import DevicePlan, gpu_count, local_plan
+
+# Re-exported: lessons, programs and checkers use these names from here.
+from course_utils.launching import LaunchResult, launch, torchrun_command  # noqa: F401
+from course_utils.rank_logs import failure_cause, root_cause  # noqa: F401
+from course_utils.ranks import (  # noqa: F401
     TORCHRUN_VARS,
     DistEnv,
     batch_script_warning,
     expand_hostlist,
+    local_launch_environ,
     port_for_job,
     tasks_on_node,
 )
@@ -45,6 +49,13 @@ def choose_backend(local_world_size: int, gpu_count: int) -> str:
             f"local_world_size={local_world_size} must be >= 1 and gpu_count={gpu_count} >= 0"
         )
     return "nccl" if gpu_count >= local_world_size else "gloo"
+
+
+def backend_for(plan: DevicePlan) -> str:
+    """The backend a rank's device plan implies: "nccl" for a GPU of its own, else "gloo" (the
+    CPU, or a GPU shared with other local ranks, for example when COURSE_DEVICE=cuda:0 puts
+    every rank of a 2-GPU node on cuda:0). For counts alone this is `choose_backend`."""
+    return "nccl" if plan.device.type == "cuda" and not plan.shares_gpu else "gloo"
 
 
 @dataclass(frozen=True)
@@ -125,19 +136,24 @@ def init_process_group(
 ) -> DistEnv:
     """Join the job's process group and return this process's DistEnv.
 
-    device: default `device.local_device(local rank, local world size)`; a GPU becomes the
-    current CUDA device. backend: default `choose_backend(local world size, GPUs)`, so ranks that
-    share a GPU use gloo. timeout: seconds to wait for all ranks; a rank that never comes, or a
-    port in use, gives a RuntimeError that says which instead of a hang.
+    device: default the device of `device.local_plan(local rank, local world size)`; a GPU
+    becomes the current CUDA device. backend: default the one that plan implies (`backend_for`),
+    so ranks that share a GPU use gloo; for a `device` you pass, `choose_backend(local world
+    size, GPUs)`. timeout: seconds to wait for all ranks; a rank that never comes, or a port in
+    use, gives a RuntimeError that says which instead of a hang.
     """
     global _STATE
     env = env or DistEnv.from_environ()
     warning = batch_script_warning()
     if warning:
         print_line(warning)
-    device = device or local_device(env.local_rank, env.local_world_size)
-    gpus = gpu_count() if device.type == "cuda" else 0
-    backend = backend or choose_backend(env.local_world_size, gpus)
+    if device is None:
+        plan = local_plan(env.local_rank, env.local_world_size)
+        device, implied = plan.device, backend_for(plan)
+    else:
+        gpus = gpu_count() if device.type == "cuda" else 0
+        implied = choose_backend(env.local_world_size, gpus)
+    backend = backend or implied
     if device.type == "cuda":
         torch.cuda.set_device(device)
     port = env.master_port
@@ -243,164 +259,3 @@ def cleanup(timeout: float | None = 60.0) -> None:
         threading.Thread(target=watchdog, name="cleanup-watchdog", daemon=True).start()
     dist.destroy_process_group()
     finished.set()
-
-
-@dataclass(frozen=True)
-class LaunchResult:
-    returncode: int
-    output: str
-
-
-def torchrun_command(module: str, args=(), nproc: int = 2) -> list[str]:
-    """The command line torchrun gets: one node, `nproc` processes, a free port (--standalone)."""
-    if nproc < 1:
-        raise ValueError(f"nproc={nproc} must be at least 1")
-    return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={nproc}", "-m", module, *map(str, args),
-    ]  # fmt: skip
-
-
-def launch(
-    module: str,
-    *args,
-    nproc: int = 2,
-    env: dict | None = None,
-    timeout: float = 300,
-    check: bool = True,
-    echo: bool = True,
-    torchrun: bool = True,
-) -> LaunchResult:
-    """Run `python -m module args` under torchrun (or alone with torchrun=False) and stream its
-    output line by line, so a notebook cell shows it live; returns the exit code and the text.
-
-    env: variables added to this process's environment (e.g. {"OMP_NUM_THREADS": "1"}).
-    check: raise RuntimeError (with the last lines) when the run fails.
-    """
-    cmd = (
-        torchrun_command(module, args, nproc)
-        if torchrun
-        else [sys.executable, "-m", module, *map(str, args)]
-    )
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    for name in (*TORCHRUN_VARS, "MASTER_ADDR", "MASTER_PORT"):
-        child_env.pop(name, None)  # a notebook inside a job must not pass its own rank on
-    lines = []
-    # A session of its own: on a time-out or Ctrl-C the whole tree goes, torchrun's workers too.
-    with subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env,
-        bufsize=1, start_new_session=True,
-    ) as proc:  # fmt: skip
-        timed_out = False
-
-        def kill():  # a hung run must not block the notebook forever
-            nonlocal timed_out
-            timed_out = True
-            kill_session(proc)
-
-        watchdog = threading.Timer(timeout, kill)
-        watchdog.start()
-        try:
-            for line in proc.stdout:
-                lines.append(line)
-                if echo:
-                    print(line, end="", flush=True)
-            proc.wait()
-        except BaseException:  # Ctrl-C in the notebook: do not leave workers behind
-            kill_session(proc)
-            raise
-        finally:
-            watchdog.cancel()
-            kill_session(proc)  # workers a failed launcher left behind
-    if timed_out:
-        lines.append(f"launch: killed after the timeout of {timeout:g} s\n")
-    result = LaunchResult(proc.returncode, "".join(lines))
-    if check and result.returncode != 0:
-        cause = failure_cause(result.output)
-        tail = "".join(lines[-15:])
-        raise RuntimeError(
-            f"{' '.join(cmd)} exited with code {result.returncode}"
-            + (f"\n{cause}" if cause else "")
-            + f"\n--- last lines of its output ---\n{tail}"
-        )
-    return result
-
-
-_RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:\s?")
-_ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
-_LAUNCHER_FRAMES = ("torch/distributed/run.py", "torch/distributed/launcher", "ChildFailedError")
-_TRACEBACK = ["Traceback (most recent call last):"]
-# The first line of an exception's text: "pkg.SomeError: text", "Name: text" or a bare
-# "KeyboardInterrupt"; never indented, never a source line such as "x = f(y)".
-_EXCEPTION_HEADER = re.compile(r"^[A-Za-z_][\w.]*(: |:$|(Error|Exception|Interrupt|Exit)$)")
-
-
-def _error_lines(lines: list[str]) -> list[list[str]]:
-    """The exception text of each Python traceback in `lines` (what follows its frames)."""
-    found, i = [], 0
-    while i < len(lines):
-        if not lines[i].startswith("Traceback (most recent call last)"):
-            i += 1
-            continue
-        i += 1
-        while (
-            i < len(lines)
-            and not lines[i].startswith("Traceback")
-            and not (_EXCEPTION_HEADER.match(lines[i]))
-        ):
-            # frames: '  File ...', their source lines and ^^^ markers, and the pieces of them
-            # another rank's unbuffered write tore off onto a line of their own
-            i += 1
-        message = []
-        while i < len(lines) and not lines[i].startswith("Traceback"):
-            if re.match(r"^(\[?[EWI]\d{4} |\*{5}|\[rank\d+\]:)", lines[i]):
-                break  # torchrun's own log lines and PyTorch's C++ warnings end the message
-            if message and lines[i].startswith(" "):
-                break  # another rank's frames, printed into the middle of this traceback
-            message.append(lines[i].rstrip())
-            i += 1
-        found.append([m for m in message if m])
-    return found
-
-
-def root_cause(output: str) -> tuple[int, int] | None:
-    """(rank, exit code) of the rank torchrun's summary calls the root cause: the first to exit
-    with an error (in a hang, a rank that waited rather than the one that stalled)."""
-    m = _ROOT_CAUSE.search(output)
-    return (int(m[1]), int(m[2])) if m else None
-
-
-def failure_cause(output: str) -> str | None:
-    """The failing rank's own error lines from a launch's output, e.g. "Duplicate GPU detected".
-
-    torchrun's summary names the root-cause rank and its exit code but not its error; PyTorch
-    prefixes a rank's uncaught traceback with "[rankN]:" once its process group exists, so the
-    lines of that rank are picked out. Before that (or without torchrun) the last traceback that
-    is not torchrun's own is used. None when the output holds no traceback.
-    """
-    lines = output.splitlines()
-    root = root_cause(output)
-    rank_of_root = root[0] if root else None
-    by_rank: dict[int, list[str]] = {}
-    plain = []
-    for line in lines:
-        m = _RANK_PREFIX.match(line)
-        if m:
-            by_rank.setdefault(int(m[1]), []).append(line[m.end() :])
-        else:
-            plain.append(line)
-    if rank_of_root is not None and by_rank.get(rank_of_root):
-        messages = _error_lines(by_rank[rank_of_root])
-        who = f"rank {rank_of_root}"
-    else:
-        tracebacks = "\n".join(plain).split("Traceback (most recent call last)")[1:]
-        mine = [t for t in tracebacks if not any(m in t for m in _LAUNCHER_FRAMES)]
-        messages = [msg for t in mine for msg in _error_lines(_TRACEBACK + t.splitlines()[1:])]
-        who = f"rank {rank_of_root}" if rank_of_root is not None else "the program"
-    messages = [m for m in messages if m]
-    if not messages:
-        if root and root[1] < 0:
-            return f"cause: {who} was killed by signal {-root[1]} (no Python traceback)"
-        return None
-    shown = messages[-1][:8]
-    return f"cause ({who}): " + "\n  ".join(shown)

@@ -27,6 +27,8 @@ import psutil
 
 from course_utils import distributed, flight_recorder, sbatch
 from course_utils.environment import patched_environ  # noqa: F401 (lesson 09 calls it from here)
+from course_utils.files import atomic_write_text
+from course_utils.ranks import local_launch_environ
 from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
@@ -105,9 +107,9 @@ def provoke(
     launched.set()
     if looker is not None:
         looker.join(timeout=5)
-    (folder / "output.log").write_text(result.output)
+    atomic_write_text(folder / "output.log", result.output)
     if stacks:
-        (folder / "stacks.json").write_text(json.dumps(stacks, indent=1))
+        atomic_write_text(folder / "stacks.json", json.dumps(stacks, indent=1))
     if not truth_path.is_file():
         raise RuntimeError(
             f"{PROGRAM} ended before rank 0 wrote {truth_path}:\n{result.output[-2000:]}"
@@ -187,7 +189,10 @@ def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = 
     joined a gloo group of `world_size`; then every rank meets at a barrier, as the next step
     of a training loop would.
 
-    The processes are forked, so `fn` may be defined in a notebook. `timeout` bounds the join
+    The processes are forked, so `fn` may be defined in a notebook. Forking is safe here because
+    the ranks use gloo on the CPU and this process has not touched CUDA; once it has, a forked
+    child cannot use CUDA again (the CUDA notes: use the spawn start method), so run_ranks refuses
+    then, with the way out. `timeout` bounds the join
     and every collective; a process still alive `timeout` + 5 s after its start is killed, so
     none is left behind. env: variables set in each rank before it joins, such as
     TORCH_DISTRIBUTED_DEBUG=DETAIL or the flight recorder's (a rank that fails dumps its
@@ -196,8 +201,17 @@ def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = 
     """
     import multiprocessing
 
+    import torch
+
     if world_size < 1 or timeout <= 0:
         raise ValueError(f"world_size={world_size} must be >= 1 and timeout={timeout} > 0")
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "run_ranks forks, and this process has already initialized CUDA: a forked child "
+            "cannot use CUDA again (PyTorch's CUDA notes). Run the ranks as programs instead "
+            "(distributed.launch, which starts fresh processes), or use the spawn start method "
+            "with a function importable from a module"
+        )
     ctx = multiprocessing.get_context("fork")
     port = distributed._free_port()
     pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]
@@ -228,7 +242,10 @@ def _rank_main(fn, rank, world_size, port, timeout, env, conn) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)  # the notebook shows no rank's stray output
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    os.environ.update({"TORCH_DISTRIBUTED_DEBUG": "OFF", **env})
+    # a kernel inside a Slurm job: the ranks form a group of their own, not the job's
+    local = local_launch_environ().environ
+    os.environ.clear()
+    os.environ.update({**local, "TORCH_DISTRIBUTED_DEBUG": "OFF", **env})
     dist.set_debug_level_from_env()  # read at import; this rank may differ from its parent
     try:
         dist.init_process_group(

@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from course_utils import processes
 from course_utils.environment import env_int
 
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
@@ -162,15 +163,13 @@ def _first_host(nodelist: str) -> str:
     scontrol = shutil.which("scontrol")
     if scontrol:
         try:
-            out = subprocess.run(
-                [scontrol, "show", "hostnames", nodelist],
-                capture_output=True, text=True, timeout=10, check=True,
-            )  # fmt: skip
-            hosts = out.stdout.split()
-            if hosts:
-                return hosts[0]
-        except (subprocess.SubprocessError, OSError):
-            pass  # fall back to our parser, which covers the common syntax
+            done = processes.run([scontrol, "show", "hostnames", nodelist], timeout=10)
+        except OSError:
+            done = None
+        hosts = done.stdout.split() if done is not None and done.ok else []
+        if hosts:
+            return hosts[0]
+        # else fall back to our parser, which covers the common syntax
     return expand_hostlist(nodelist)[0]
 
 
@@ -247,3 +246,66 @@ def batch_script_warning(environ=None) -> str | None:
         "batch script itself, not by srun: it runs as 1 process of 1. Start it with "
         "`srun python ...` (or torchrun under srun) to use every task"
     )
+
+
+# ---- launching on this node from inside a job ----------------------------------------------
+
+# Variables that say who a process is in a job: torchrun's, and the MPI launchers' that srun's
+# PMI plugins set. Slurm's are every SLURM_* but the allocation's sizes (LOCAL_LAUNCH_KEEPS).
+LAUNCHER_VARS = (
+    *TORCHRUN_VARS, "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
+    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
+)  # fmt: skip
+LAUNCHER_PREFIXES = ("SLURM_", "TORCHELASTIC_", "PMI_", "PMIX_", "OMPI_COMM_WORLD_")
+# What the job gave this node's processes: a local launch runs within it, so it keeps them.
+LOCAL_LAUNCH_KEEPS = ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE", "SLURM_MEM_PER_NODE",
+                      "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_GPU")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LocalLaunch:
+    """The environment for processes launched on this node by this one (a notebook's kernel
+    inside a JupyterHub job, a program starting torchrun), and what was set aside for them."""
+
+    environ: dict[str, str]
+    set_aside: tuple[str, ...]
+    note: str  # one line saying what was set aside and why; "" when nothing was
+
+
+def _describes_the_job(name: str) -> bool:
+    if name in LOCAL_LAUNCH_KEEPS:
+        return False
+    return name in LAUNCHER_VARS or name.startswith(LAUNCHER_PREFIXES)
+
+
+def local_launch_environ(environ: Mapping[str, str] | None = None) -> LocalLaunch:
+    """`environ` (default os.environ) without the variables that describe the job or launch
+    this process is part of, so that what it launches on its own node is a launch of its own.
+
+    A kernel that a centre's JupyterHub starts inside a Slurm job carries the job's variables:
+    with SLURM_NTASKS=4 Lightning takes the local launch for the job's 4 tasks and refuses
+    `devices=2`, stale RANK/WORLD_SIZE make torchrun's workers believe they are other ranks, a
+    program would requeue the hub's job. The allocation's sizes (CPUs per task, memory) stay:
+    the launch runs within them. Taught in lesson 05.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    aside = tuple(sorted(name for name in environ if _describes_the_job(name)))
+    kept = {name: value for name, value in environ.items() if name not in aside}
+    note = ""
+    if aside:
+        job = environ.get("SLURM_JOB_ID")
+        whose = f"of Slurm job {job}" if job else "of the launch this process belongs to"
+        shown = [f"{n}={environ[n]}" for n in _most_telling(aside)]
+        more = f" and {len(aside) - len(shown)} more" if len(aside) > len(shown) else ""
+        note = (
+            f"local launch: set aside {', '.join(shown)}{more} {whose}: they describe that job, "
+            "not this launch on this node"
+        )
+    return LocalLaunch(kept, aside, note)
+
+
+def _most_telling(names: tuple[str, ...]) -> list[str]:
+    """The few set-aside names a reader needs to recognise the job: who and how many."""
+    first = [n for n in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_PROCID", *TORCHRUN_VARS)
+             if n in names]  # fmt: skip
+    return first or list(names[:3])

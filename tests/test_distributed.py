@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils import distributed
+from course_utils import distributed, processes, ranks
+from course_utils.device import plan_device
 from course_utils.distributed import DistEnv, expand_hostlist, port_for_job
 from course_utils.jobs import ddp_train
 
@@ -25,7 +26,16 @@ def test_torchrun_variables_win_over_slurm():
     assert DistEnv.from_environ(environ) == DistEnv(3, 1, 4, "cn1", 1234, "torchrun", 2)
 
 
-def test_slurm_variables_and_first_host():
+def test_slurm_variables_and_first_host(monkeypatch):
+    # scontrol's answer is injected: the fast lane starts no process
+    asked = []
+
+    def scontrol(cmd, **kwargs):
+        asked.append(cmd[1:])
+        return processes.Finished(tuple(cmd), 0, "gpu07\ngpu08\ngpu09\ngpu10\n", "", 0.0)
+
+    monkeypatch.setattr(ranks.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(processes, "run", scontrol)
     environ = {
         "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8",
         "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "0",
@@ -35,6 +45,14 @@ def test_slurm_variables_and_first_host():
     assert env.local_world_size == 2  # without a per-node count: at least local rank + 1
     assert env.master_addr == "gpu07"
     assert env.master_port == port_for_job(123456) == 20000 + 123456 % 10000
+    assert asked == [["show", "hostnames", "gpu[07-10]"]]
+
+
+def test_first_host_without_scontrol_uses_our_parser(monkeypatch):
+    monkeypatch.setattr(ranks.shutil, "which", lambda name: None)
+    environ = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0",
+               "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "cn[3-4]"}  # fmt: skip
+    assert DistEnv.from_environ(environ).master_addr == "cn3"
 
 
 def test_slurm_respects_master_addr_and_port():
@@ -87,6 +105,24 @@ def test_choose_backend_nccl_only_with_a_gpu_per_local_rank(local_world_size, gp
     assert distributed.choose_backend(local_world_size, gpus) == backend
 
 
+@pytest.mark.parametrize(
+    ("ranks_", "gpus"), [(1, 0), (2, 0), (1, 1), (4, 4), (2, 8), (2, 1), (4, 2)]
+)
+def test_the_backend_a_plan_implies_agrees_with_the_count_rule(ranks_, gpus):
+    for local_rank in range(ranks_):
+        plan = plan_device(local_rank, ranks_, gpus=gpus)
+        assert distributed.backend_for(plan) == distributed.choose_backend(ranks_, gpus)
+
+
+def test_one_gpu_named_for_every_rank_means_gloo_though_the_node_has_enough():
+    # COURSE_DEVICE=cuda:0, 2 local ranks, 2 GPUs: both ranks on cuda:0, which NCCL refuses
+    plans = [plan_device(r, 2, "cuda:0", gpus=2, source="COURSE_DEVICE") for r in range(2)]
+    assert [str(p.device) for p in plans] == ["cuda:0", "cuda:0"]
+    assert all(p.shares_gpu for p in plans)
+    assert {distributed.backend_for(p) for p in plans} == {"gloo"}
+    assert distributed.choose_backend(2, 2) == "nccl"  # the raw count alone would say nccl
+
+
 def test_choose_backend_rejects_impossible_counts():
     with pytest.raises(ValueError, match="local_world_size=0 must be >= 1"):
         distributed.choose_backend(0, 1)
@@ -108,13 +144,21 @@ class _CapturedJoin:
 
 
 @pytest.mark.parametrize(
-    ("gpus", "local_rank", "backend", "device"),
-    [(2, 1, "nccl", "cuda:1"), (1, 1, "gloo", "cuda:0"), (0, 1, "gloo", "cpu")],
+    ("gpus", "local_rank", "choice", "backend", "device"),
+    [
+        (2, 1, None, "nccl", "cuda:1"),
+        (1, 1, None, "gloo", "cuda:0"),
+        (0, 1, None, "gloo", "cpu"),
+        (2, 1, "cuda:0", "gloo", "cuda:0"),  # COURSE_DEVICE=cuda:0: both ranks share cuda:0
+        (2, 0, "cuda:0", "gloo", "cuda:0"),
+    ],
 )
 def test_init_process_group_uses_the_device_and_backend_rules(
-    fake_gpus, monkeypatch, gpus, local_rank, backend, device
+    fake_gpus, monkeypatch, gpus, local_rank, choice, backend, device
 ):
     fake_gpus(gpus)
+    if choice:
+        monkeypatch.setenv("COURSE_DEVICE", choice)
     join = _CapturedJoin(monkeypatch)
     env = DistEnv(local_rank, local_rank, 2, "127.0.0.1", 29500, "torchrun", 2)
     try:
@@ -251,51 +295,6 @@ def test_a_port_in_use_is_named_as_the_cause():
         finally:
             os.environ.clear()
             os.environ.update(saved)
-
-
-def test_failure_cause_finds_the_failing_ranks_own_error_in_a_real_gpu_log():
-    # lesson 05 on a 1-GPU node before the fix (2 ranks, nccl): the cause is in rank 0's lines,
-    # not in torchrun's summary
-    log = (ASSETS / "ddp_train-2-ranks-1-gpu.log").read_text()
-    cause = distributed.failure_cause(log)
-    assert cause.startswith("cause (rank 0): torch.distributed.DistBackendError")
-    assert cause.endswith("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60")
-    assert "destroy_process_group" not in cause  # a later warning, not the error
-
-
-TORN_TRACEBACKS = """\
-Traceback (most recent call last):
-Traceback (most recent call last):
-  File "/course/jobs/ddp_exercise.py", line 40, in main
-  File "/course/jobs/ddp_exercise.py", line 40, in main
-        trained = unwrap_model(load_answer(answer)(model, dataset))
-trained = unwrap_model(load_answer(answer)(model, dataset))
-                           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "/tmp/answer.py", line 3, in broken
-    raise RuntimeError("my loader is missing")
-RuntimeError: my loader is missing
-                           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-  File "/tmp/answer.py", line 3, in broken
-    raise RuntimeError("my loader is missing")
-RuntimeError: my loader is missing
-E1123 14:58:53.116000 15668 torch/distributed/elastic/multiprocessing/api.py:1002] failed
-"""
-
-
-def test_failure_cause_reads_through_tracebacks_two_ranks_tore_apart():
-    # Two ranks' unbuffered tracebacks in one pipe: rank 1 wrote a whole line between rank 0's
-    # indent and its source line, leaving a source line at the start of a line (seen in CI).
-    cause = distributed.failure_cause(TORN_TRACEBACKS)
-    assert cause == "cause (the program): RuntimeError: my loader is missing"
-
-
-def test_failure_cause_without_a_traceback_reports_the_signal():
-    summary = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
-    summary += "  exitcode  : -11 (pid: 1)\n"
-    assert distributed.failure_cause(summary) == (
-        "cause: rank 1 was killed by signal 11 (no Python traceback)"
-    )
-    assert distributed.failure_cause("all fine\n") is None
 
 
 class _RecordingStream:

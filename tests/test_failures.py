@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+import torch
 
 from course_utils import failures
 from course_utils.grading.checks.lesson09 import RECORDED_FAULTS, RECORDED_RUNS
@@ -90,3 +91,10 @@ def test_patched_environ_sets_removes_and_restores(monkeypatch):
 def test_run_ranks_refuses_bad_arguments():
     with pytest.raises(ValueError, match="world_size=0 must be >= 1"):
         failures.run_ranks(print, world_size=0)
+
+
+def test_run_ranks_refuses_to_fork_after_cuda_was_initialized(monkeypatch):
+    # the CUDA notes: a forked child cannot re-initialize CUDA; injected, no GPU needed
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(RuntimeError, match="already initialized CUDA.*distributed.launch"):
+        failures.run_ranks(print, world_size=2)

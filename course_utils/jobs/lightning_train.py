@@ -17,6 +17,7 @@ import warnings
 import torch
 
 from course_utils import data, models
+from course_utils.distributed import print_line
 from course_utils.lightning_helpers import lightning_module
 
 
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
         def on_train_epoch_end(self, trainer, module):
             if trainer.is_global_zero:
                 loss = trainer.callback_metrics["train_loss"]
-                print(f"epoch {trainer.current_epoch + 1}: loss {loss:.4f}", flush=True)
+                print_line(f"epoch {trainer.current_epoch + 1}: loss {loss:.4f}")
 
     trainer = L.Trainer(
         accelerator=args.accelerator, devices=args.devices, num_nodes=args.num_nodes,
@@ -59,10 +60,8 @@ def main(argv=None) -> int:
     )  # fmt: skip
     trainer.fit(model, loader)
     checksum = models.parameter_hash(model.net)
-    print(
-        f"rank {trainer.global_rank}/{trainer.world_size}: parameter checksum {checksum}",
-        flush=True,
-    )
+    # one write per line: the two ranks share stdout (print's text and newline could interleave)
+    print_line(f"rank {trainer.global_rank}/{trainer.world_size}: parameter checksum {checksum}")
     return 0
 
 

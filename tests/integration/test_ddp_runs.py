@@ -1,6 +1,7 @@
 """distributed.launch and the DDP program, run for real: torchrun, 2 gloo ranks on the CPU."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -23,6 +24,73 @@ def test_launch_error_carries_the_failing_ranks_message(tmp_path, join_first):
     with pytest.raises(RuntimeError) as failed:
         distributed.launch("fails_on_rank_1", nproc=2, env=env, echo=False, timeout=120)
     assert "cause (rank 1): RuntimeError: rank one cannot find shard 7" in str(failed.value)
+
+
+GIVE_UP = {
+    # the documentation's scripts often end with sys.exit("message"): no traceback at all
+    "sys-exit": ("import sys\nsys.exit('rank 1 gives up: no data in /scratch/data')\n",
+                 "rank 1 exited with code 1 without a Python traceback; its last lines:\n"
+                 "  rank 1 started\n  rank 1 gives up: no data in /scratch/data"),
+    # a C++ exception that nobody catches: libstdc++ writes two lines to fd 2, then abort()
+    "cpp-abort": ("import os, sys\n"
+                  "sys.stderr.write(\"terminate called after throwing an instance of "
+                  "'c10::Error'\\n  what():  shard 7 is corrupt\\n\")\n"
+                  "sys.stderr.flush()\nos.abort()\n",
+                  "rank 1 was killed by signal 6 without a Python traceback; its last lines:\n"
+                  "  rank 1 started\n"
+                  "  terminate called after throwing an instance of 'c10::Error'\n"
+                  "    what():  shard 7 is corrupt"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("how", list(GIVE_UP))
+def test_launch_error_quotes_the_last_lines_of_a_rank_without_a_traceback(tmp_path, how):
+    code, expected = GIVE_UP[how]
+    (tmp_path / "gives_up.py").write_text(
+        "import os, time\nprint('rank', os.environ['RANK'], 'started', flush=True)\n"
+        "if os.environ['RANK'] == '1':\n"
+        + "".join(f"    {line}\n" for line in code.splitlines())
+        + "time.sleep(5)\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    with pytest.raises(RuntimeError) as failed:
+        distributed.launch("gives_up", nproc=2, env=env, echo=False, timeout=120)
+    assert f"cause: {expected}" in str(failed.value)
+
+
+# A kernel in the batch script of a job with cores asked as tasks (Open OnDemand's style), with
+# stale torchrun variables besides.
+HUB_JOB = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "4", "SLURM_PROCID": "0",
+           "SLURM_NTASKS_PER_NODE": "4", "SLURM_TASKS_PER_NODE": "4",
+           "SLURM_JOB_NAME": "jupyter", "SLURM_JOB_NODELIST": "localhost",
+           "RANK": "3", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}  # fmt: skip
+
+
+def test_a_launch_from_inside_a_job_is_a_launch_of_its_own(tmp_path, monkeypatch, capsys):
+    for name, value in HUB_JOB.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "who_am_i.py").write_text(
+        "import os\nfrom course_utils.ranks import DistEnv\nenv = DistEnv.from_environ()\n"
+        "job = sorted(k for k in os.environ if k.startswith('SLURM_'))\n"
+        "print(f'rank {env.rank} of {env.world_size} from {env.source}; Slurm variables {job}')\n"
+    )
+    seen = distributed.launch("who_am_i", nproc=2, env={"PYTHONPATH": str(tmp_path)})
+    printed = capsys.readouterr().out
+    assert printed.startswith("local launch: set aside SLURM_JOB_ID=4242, SLURM_NTASKS=4")
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 from torchrun; Slurm variables []" in seen.output
+
+
+def test_lightning_launches_its_own_ranks_from_inside_a_job(monkeypatch):
+    # Lesson 05's Lightning cell in a kernel that Open OnDemand starts with --ntasks-per-node=4:
+    # Lightning read SLURM_NTASKS and refused "devices=2" (measured on the CI cluster)
+    for name, value in HUB_JOB.items():
+        monkeypatch.setenv(name, value)
+    lit = distributed.launch(
+        "course_utils.jobs.lightning_train", "--epochs", "1", "--images", "256",
+        env={"OMP_NUM_THREADS": "1"}, torchrun=False, echo=False,
+    )  # fmt: skip
+    assert len(set(re.findall(r"parameter checksum (\w+)", lit.output))) == 1
 
 
 def test_launch_streams_and_reports_failure(capsys):

@@ -116,3 +116,17 @@ def test_peak_memory_of_accumulation_and_checkpointing():
     assert peaks["checkpointing"]["peak_bytes"] < 0.75 * big, peaks  # 3 inputs + 1 segment
     for name in ("accumulation", "checkpointing"):
         assert peaks[name]["max_rel_diff"] < 1e-6, peaks
+
+
+def test_forked_ranks_from_inside_a_job_form_a_group_of_their_own(monkeypatch):
+    # a kernel inside a Slurm job with stale torchrun variables: the ranks still join each other
+    for name, value in {"SLURM_JOB_ID": "9", "SLURM_NTASKS": "4", "SLURM_PROCID": "0",
+                        "RANK": "3", "WORLD_SIZE": "2", "MASTER_PORT": "1"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+
+    def who(rank, size):
+        import os
+
+        return rank, size, os.environ.get("SLURM_NTASKS"), os.environ.get("RANK")
+
+    assert failures.run_ranks(who, timeout=20) == [(0, 2, None, None), (1, 2, None, None)]

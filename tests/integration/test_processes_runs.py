@@ -28,7 +28,10 @@ def test_run_returns_output_and_exit_code():
 
 def test_merge_keeps_stderr_in_order_and_lines_stream():
     seen = []
-    code = "import sys\nfor i in range(3):\n print(i, flush=True); print('e', file=sys.stderr, flush=True)"
+    code = (
+        "import sys\nfor i in range(3):\n"
+        " print(i, flush=True); print('e', file=sys.stderr, flush=True)"
+    )
     done = processes.run([PY, "-c", code], timeout=30, merge=True, on_line=seen.append)
     assert done.stdout == "0\ne\n1\ne\n2\ne\n" and done.stderr == ""
     assert seen == ["0\n", "e\n", "1\n", "e\n", "2\n", "e\n"]
