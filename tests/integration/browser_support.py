@@ -229,10 +229,15 @@ def cell_at(page, index: int):
     return notebook(page).locator(".jp-Cell").nth(index)
 
 
-def cell_output(page, index: int) -> str:
-    """The text of a cell's outputs (streams, results and errors), as the page shows it."""
-    texts = cell_at(page, index).locator(".jp-OutputArea-output").all_text_contents()
+def cell_output(page, index: int, mime: str = "") -> str:
+    """The text of a cell's outputs (of one mime type, else all), as the page shows it."""
+    selector = f"[data-mime-type='{mime}']" if mime else ""
+    texts = cell_at(page, index).locator(f".jp-OutputArea-output{selector}").all_text_contents()
     return "\n".join(texts)
+
+
+# JupyterLab 4 shows a traceback (an "error" output) as text of this type too, like stderr.
+STDERR = "application/vnd.jupyter.stderr"
 
 
 def outputs(page, mime: str) -> list[str]:

@@ -100,7 +100,7 @@ def test_slurmspawner_hub_runs_lessons_in_the_learners_job(page, slurm_hub, tmp_
 
     page.goto(f"{base}/hub/home")
     page.locator("#stop").click()
-    page.locator("#start").wait_for(timeout=120_000)  # the hub says the server has stopped
+    page.locator("#stop").wait_for(state="hidden", timeout=120_000)  # the hub: server stopped
     gone = hub.wait_until_squeue_drops(job["id"])
     bs.screenshot(page, "hub-slurm-stopped")
     print(
