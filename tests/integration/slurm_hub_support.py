@@ -140,14 +140,14 @@ def wait_for_running_job(marker: str, timeout: float = 60) -> dict[str, str]:
     pytest.fail(f"no running job with comment {marker} in squeue after {timeout} s")
 
 
-def wait_until_squeue_drops(job_id: str, timeout: float = 90) -> float:
-    """Seconds until squeue no longer lists the job (a cancelled job shows COMPLETING first)."""
-    started = time.monotonic()
-    while time.monotonic() < started + timeout:
+def wait_until_squeue_drops(job_id: str, timeout: float = 90) -> None:
+    """Wait until squeue no longer lists the job (a cancelled job shows COMPLETING first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
                              text=True, timeout=30)  # fmt: skip
         if not out.stdout.strip():  # gone (squeue may also say "Invalid job id" on stderr)
-            return time.monotonic() - started
+            return
         time.sleep(0.5)
     pytest.fail(f"squeue still lists job {job_id} {timeout} s after the server was stopped")
 
