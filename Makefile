@@ -13,12 +13,12 @@ KERNEL := $(VENV)/share/jupyter/kernels/course/kernel.json
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 # kernel_watch: a notebook whose kernel dies (segfault, os._exit) fails that cell at once.
 NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra \
-	-p course_utils.grading.kernel_watch
+	-p course_utils.grading.runner.kernel_watch
 SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv test-in-job
+	clean-venv test-torch-min test-in-job
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -76,6 +76,32 @@ test-in-job: setup
 
 release: setup
 	$(BIN)/course release
+
+# --- The low end of the PyTorch range the course declares (pyproject.toml: torch>=2.6) -----------
+# A second environment beside the pinned one: the course's other pins with the oldest PyTorch it
+# supports and that release's torchvision (torch 2.N pairs with torchvision 0.(N+15); a test holds
+# these two to that rule). It runs the fast lane and every lesson under nbval-lax there.
+TORCH_MIN := 2.6.0
+TORCHVISION_MIN := 0.21.0
+MIN_VENV ?= .venv-torch2.6
+MIN_BIN := $(MIN_VENV)/bin
+
+MIN_STAMP := $(MIN_VENV)/.installed-torch$(TORCH_MIN)-torchvision$(TORCHVISION_MIN)
+
+# Reinstalls only when the pins, the package metadata or these two versions change (idempotent).
+$(MIN_STAMP): requirements.txt pyproject.toml
+	@test -x $(MIN_BIN)/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_BIN)/python -m pip install --quiet --upgrade pip
+	sed -e 's/^torch==.*/torch==$(TORCH_MIN)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION_MIN)/' \
+		requirements.txt > $(MIN_VENV)/requirements.txt
+	$(MIN_BIN)/python -m pip install -r $(MIN_VENV)/requirements.txt
+	$(MIN_BIN)/python -m pip install --no-deps -e .
+	@touch $@
+
+test-torch-min: $(MIN_STAMP)
+	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+	$(MIN_BIN)/python -m pytest tests --ignore=tests/integration
+	$(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) notebooks
 
 PY_SOURCES := course_utils tests benchmarks conftest.py
 lint: setup

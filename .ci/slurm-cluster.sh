@@ -6,7 +6,7 @@
 # Needs root and Debian's packages: apt-get install slurmctld slurmd slurm-client munge.
 # Each node advertises 16 CPUs and 4 fake GPUs (GRES backed by character devices), so GPU scripts
 # schedule and get CUDA_VISIBLE_DEVICES; the CPU variants of the scripts run the training.
-# Settings and pitfalls: /work/shared/FACTS.md ("A real Slurm cluster on one machine").
+# Settings, pitfalls and what was measured with them: docs/test-cluster.md.
 set -euo pipefail
 
 STATE=${COURSE_SLURM_STATE:-/var/lib/course-slurm}
@@ -54,7 +54,10 @@ TaskPlugin=task/cgroup
 ReturnToService=2
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# Memory is allocated (and, with ConstrainRAMSpace, enforced): a job without --mem gets 2000 MB
+# per CPU, so jobs still share a node.
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=2000
 SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1
 MinJobAge=5
 # Advertise more CPUs than the machine has (the nodes share its cores), so test jobs overlap.
@@ -72,7 +75,9 @@ EOF
     cat >"$CONF_DIR/cgroup.conf" <<EOF
 $MARKER
 ConstrainCores=no
-ConstrainRAMSpace=no
+# A job's --mem is enforced (cgroup v1 memory): exceeding it ends the step with an OOM kill, as
+# on a centre's cluster (lesson 09 provokes it). Jobs without --mem get the node's RealMemory.
+ConstrainRAMSpace=yes
 ConstrainDevices=no
 EOF
     if ! grep -q "course-slurm" /etc/hosts; then

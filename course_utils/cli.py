@@ -75,13 +75,13 @@ def cmd_release(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from course_utils.grading.learner import check_lesson
+    from course_utils.grading.grader.learner import check_lesson
 
     return check_lesson(args.lesson, Path(args.notebook) if args.notebook else None)
 
 
 def cmd_grade(args) -> int:
-    from course_utils.grading.grader import grade_main
+    from course_utils.grading.grader.command import grade_main
 
     return grade_main(args)
 
@@ -126,12 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("grade", help="instructors: grade a folder of submissions with nbval")
+    add_grade_options(p)
+    p.set_defaults(func=cmd_grade)
+    return parser
+
+
+def add_grade_options(p: argparse.ArgumentParser) -> None:
+    """`course grade`'s options; the defaults of its limits are `Limits`' own."""
+    from course_utils.grading.runner.limits import DEFAULTS as limits
+    from course_utils.grading.runner.limits import size_option
+
     p.add_argument("submissions", help="folder of submissions")
     p.add_argument("--lesson", help="grade only this lesson, e.g. 01")
     p.add_argument("--out", default="grading-out", help="output folder (default: grading-out)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="submissions graded at once")
-    p.add_argument("--timeout", type=float, default=600, help="seconds per notebook")
-    p.add_argument("--cell-timeout", type=float, help="seconds per cell (default: 120)")
+    p.add_argument("--timeout", type=float, default=limits.timeout, help="seconds per notebook")
+    p.add_argument(
+        "--cell-timeout", type=float, help=f"seconds per cell (default: {limits.cell_timeout:g})"
+    )
     p.add_argument(
         "--no-sandbox",
         action="store_true",
@@ -139,18 +151,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(the gradebook's sandbox column says none)",
     )
     p.add_argument(
-        "--max-procs", type=int, help="processes and threads per submission (default 512; 0: none)"
+        "--max-procs",
+        type=int,
+        help=f"processes and threads per submission (default {limits.max_procs}; 0: none)",
     )
-    p.add_argument("--max-memory", help="address space per process, e.g. 8G (default 8G; 0: none)")
-    p.add_argument("--max-file-size", help="largest file a submission writes (default 1G)")
-    p.add_argument("--max-disk", help="a submission's writable space, a tmpfs (default 2G)")
+    memory = size_option(limits.max_memory)
+    p.add_argument(
+        "--max-memory", help=f"address space per process, e.g. {memory} (default {memory}; 0: none)"
+    )
+    p.add_argument(
+        "--max-file-size",
+        help=f"largest file a submission writes (default {size_option(limits.max_file_size)})",
+    )
+    p.add_argument(
+        "--max-disk",
+        help=f"a submission's writable space, a tmpfs (default {size_option(limits.max_disk)})",
+    )
     p.add_argument(
         "--cpu-time",
         type=int,
         help="CPU seconds per process (default: the time limit times the allocated CPUs)",
     )
-    p.set_defaults(func=cmd_grade)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -192,6 +192,18 @@ def import_fully_shard():
         return None, f"PyTorch {torch.__version__} has no fully_shard (FSDP2)"
 
 
+def fsdp2_trains_on_cpu() -> str | None:
+    """Why FSDP2 cannot train on the CPU with this PyTorch, or None when it can: its forward and
+    backward record events on the device's streams, and PyTorch 2.6's CPU stream has no
+    `record_event` ("'Stream' object has no attribute 'record_event'"); sharding itself works."""
+    if hasattr(torch.cpu, "Stream") and hasattr(torch.cpu.Stream, "record_event"):
+        return None
+    return (
+        f"PyTorch {torch.__version__}'s CPU streams have no record_event, which FSDP2's forward "
+        "needs on the CPU (the course's tested release has it)"
+    )
+
+
 def print_line(*args, sep: str = " ") -> None:
     """Print one whole line with a single write, flushed.
 

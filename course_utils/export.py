@@ -266,13 +266,14 @@ _DEPRECATED = re.compile(r"^`([\w.]+)` is deprecated")
 
 
 @contextlib.contextmanager
-def _torchscript_notes(api: str):
+def _torchscript_notes(*apis: str):
     """Catch the warnings TorchScript emits and show each one once, in one short stdout line.
 
     torch.jit emits a FutureWarning per function on every call (deprecated in favour of
     torch.export); as warnings they would go to stderr once per location and repeat in every
     cell. Deprecations are gathered into one line per call that names what is new; other
-    warnings (a TracerWarning) show their first sentence, once per process.
+    warnings (a TracerWarning) show their first sentence, once per process. `apis` are the
+    calls the block makes: PyTorch 2.6 does not warn, and the note names them itself.
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -285,15 +286,15 @@ def _torchscript_notes(api: str):
             deprecated.append(m[1])
         else:
             others.append(f"{w.category.__name__}: {text.split('. ')[0].rstrip('.')}")
-    if not deprecated and f"legacy:{api}" not in _NOTED:
-        deprecated.append(api)  # older PyTorch does not warn: say it anyway
+    if not deprecated:  # older PyTorch does not warn: say it anyway
+        deprecated = [api for api in apis if f"legacy:{api}" not in _NOTED]
     new = [name for name in dict.fromkeys(deprecated) if name not in _NOTED]
     if new:
         print(f"note: deprecated, use torch.export: {', '.join(new)}")
     for message in dict.fromkeys(others):
         if message not in _NOTED:
             print(f"note: {message}")
-    _NOTED.update(new, others, [f"legacy:{api}"])
+    _NOTED.update(new, others, [f"legacy:{api}" for api in apis])
 
 
 def torchscript_load(path: str | os.PathLike):
@@ -313,14 +314,14 @@ def _save_torchscript(module, path: str | os.PathLike) -> Path:
 def torchscript_trace(model: torch.nn.Module, example: torch.Tensor, path) -> Path:
     """Legacy: torch.jit.trace (records one run; Python control flow is frozen) and save."""
     model.eval()
-    with _torchscript_notes("torch.jit.trace"):
+    with _torchscript_notes("torch.jit.trace", "torch.jit.save"):
         return _save_torchscript(torch.jit.trace(model, example), path)
 
 
 def torchscript_script(model: torch.nn.Module, path) -> Path:
     """Legacy: torch.jit.script (compiles the Python source, keeps control flow) and save."""
     model.eval()
-    with _torchscript_notes("torch.jit.script"):
+    with _torchscript_notes("torch.jit.script", "torch.jit.save"):
         return _save_torchscript(torch.jit.script(model), path)
 
 

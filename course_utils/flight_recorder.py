@@ -24,11 +24,16 @@ import torch
 from course_utils.environment import env_int
 
 
-def flight_recorder_route() -> str:
-    """What this PyTorch offers: where the recorder's dump comes from, detected, not assumed."""
+def gloo_dump_available() -> bool:
+    """Whether this PyTorch can dump a flight record for gloo (2.6 cannot)."""
     from torch._C import _distributed_c10d as c10d
 
-    if not hasattr(c10d, "_dump_fr_trace"):
+    return hasattr(c10d, "_dump_fr_trace")
+
+
+def flight_recorder_route() -> str:
+    """What this PyTorch offers: where the recorder's dump comes from, detected, not assumed."""
+    if not gloo_dump_available():
         return f"PyTorch {torch.__version__} has no flight recorder for gloo (_dump_fr_trace)"
     return (
         "the flight recorder records gloo's collectives (TORCH_FR_BUFFER_SIZE); gloo does not "
@@ -43,7 +48,7 @@ def dump_flight_record(rank: int) -> Path | None:
 
     prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
     recording = env_int("TORCH_FR_BUFFER_SIZE", default=0) > 0
-    if not (prefix and recording and hasattr(c10d, "_dump_fr_trace")):
+    if not (prefix and recording and gloo_dump_available()):
         return None
     path = Path(f"{prefix}{rank}")
     if path.exists():  # PyTorch dumped it itself: keep its file

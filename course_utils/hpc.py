@@ -1,4 +1,4 @@
-"""What the scheduler gave this job, and fitting PyTorch's threads to it."""
+"""What the scheduler gave this job, and fitting PyTorch's threads to it. Taught in lesson 02."""
 
 from __future__ import annotations
 
@@ -17,8 +17,19 @@ def affinity_cpus() -> int:
 
 
 def allocated_cpus(environ=None) -> int:
-    """CPUs allocated to this task: SLURM_CPUS_PER_TASK, else the process's CPU affinity."""
-    return env_int("SLURM_CPUS_PER_TASK", environ, None, minimum=1) or affinity_cpus()
+    """CPUs allocated to this task: SLURM_CPUS_PER_TASK, else the process's CPU affinity.
+
+    For this process (environ None) the narrower of the two wins: where Slurm binds tasks to
+    cores, a task that srun started without `-c` (Slurm 22.05 to 23.02 do not pass the job's
+    CPUs per task on) may run on fewer CPUs than the variable says, and its affinity is the
+    truth; where a site does not bind cores, the affinity is the whole node and the variable is
+    the allocation. A job's variables passed as `environ` describe another task: only they count.
+    """
+    asked = env_int("SLURM_CPUS_PER_TASK", environ, None, minimum=1)
+    if environ is not None:
+        return asked or affinity_cpus()
+    mask = affinity_cpus()
+    return min(asked, mask) if asked else mask
 
 
 def configure_threads(n: int | None = None) -> int:

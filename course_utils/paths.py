@@ -23,6 +23,21 @@ def repo_dir(name: str) -> Path:
     return here if here.is_dir() else REPO_ROOT / name
 
 
+def course_file(relative: str) -> Path:
+    """A file of the course itself (`slurm/ddp_srun.sh`, `cpp/CMakeLists.txt`), found through the
+    installed package, wherever the notebook that asks runs: a hub's copy of notebooks/ in a
+    learner's home has no `../slurm`. FileNotFoundError names the fix where the course was
+    installed without its folders."""
+    path = REPO_ROOT / relative
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{relative} is not in the course at {REPO_ROOT}: course_utils was installed without "
+            "the course's folders; install it from a checkout with `pip install -e <checkout>` "
+            "(README, 'On a cluster')"
+        )
+    return path
+
+
 def commit() -> str:
     """The course's commit: env COURSE_COMMIT (for a copy without .git, such as a GPU node's),
     else the repository's short hash, else "unknown"."""

@@ -39,7 +39,7 @@ trap 'forward USR1' USR1
 trap 'forward TERM' TERM
 
 course_program course_utils.jobs.resumable_train --ckpt-dir "$CKPT_DIR" --threads "$SLURM_CPUS_PER_TASK" -- "$@"
-srun --kill-on-bad-exit=1 python "${course_target[@]}" &
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" python "${course_target[@]}" &
 pid=$!
 status=0
 wait "$pid" || status=$?

@@ -19,4 +19,4 @@ source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 
-srun python -m course_utils.jobs.cpp_demo --workdir "runs/07_cpp-${SLURM_JOB_ID}" "$@"
+srun -c "$SLURM_CPUS_PER_TASK" python -m course_utils.jobs.cpp_demo --workdir "runs/07_cpp-${SLURM_JOB_ID}" "$@"

@@ -23,4 +23,4 @@ export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.mmap_thre
 
 course_program course_utils.jobs.train_cifar --threads "$SLURM_CPUS_PER_TASK" --no-progress -- "$@"
 
-srun env CUDA_VISIBLE_DEVICES= python "${course_target[@]}"
+srun -c "$SLURM_CPUS_PER_TASK" env CUDA_VISIBLE_DEVICES= python "${course_target[@]}"

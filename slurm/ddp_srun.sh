@@ -25,4 +25,4 @@ course_master
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 course_program course_utils.jobs.ddp_train -- "$@"
 
-srun --kill-on-bad-exit=1 "${course_task[@]}" python "${course_target[@]}"
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${course_task[@]}" python "${course_target[@]}"

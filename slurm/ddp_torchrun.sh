@@ -26,4 +26,4 @@ course_program course_utils.jobs.ddp_train -- "$@"
 # with a TCPStore traceback: the first node's agent, which hosts the rendezvous store, exited first
 # (pytorch/pytorch#69197). With exit code 0 and every rank's checksum printed, the run is complete.
 
-srun --kill-on-bad-exit=1 "${course_task[@]}" torchrun --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="${SLURM_GPUS_ON_NODE:-1}" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$SLURM_JOB_ID" "${course_target[@]}"
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${course_task[@]}" torchrun --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node="${SLURM_GPUS_ON_NODE:-1}" --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" --rdzv-id="$SLURM_JOB_ID" "${course_target[@]}"

@@ -20,4 +20,4 @@ course_job_venv
 
 course_program course_utils.jobs.train_cifar --no-progress -- "$@"
 
-srun "${course_task[@]}" python "${course_target[@]}"
+srun -c "$SLURM_CPUS_PER_TASK" "${course_task[@]}" python "${course_target[@]}"

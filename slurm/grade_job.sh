@@ -10,8 +10,9 @@
 # "Grading"), four notebooks at a time, two threads each. Each submission runs in a bubblewrap
 # sandbox (no network, none of your files, limits on processes, memory, file size and CPU time;
 # the node needs bubblewrap and user namespaces, else `course grade` refuses and says so); the
-# job's cgroup bounds the whole job; per-notebook and per-cell time limits bound each submission.
-# Options after SUBMISSIONS go to `course grade` (--max-memory 16G, --no-sandbox, ...).
+# job's cgroup bounds the whole job; per-notebook and per-cell time limits bound each submission
+# (`course grade --help` shows their defaults). Options after SUBMISSIONS go to `course grade`
+# (--timeout 900, --max-memory 16G, --no-sandbox, ...).
 # Submit from the course folder: sbatch slurm/grade_job.sh SUBMISSIONS [--lesson 01] [--out DIR]
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.
@@ -20,4 +21,4 @@ course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^
 source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 
-srun course grade "$@" -j "$((SLURM_CPUS_PER_TASK / 2))" --timeout 600 --cell-timeout 120
+srun -c "$SLURM_CPUS_PER_TASK" course grade -j "$((SLURM_CPUS_PER_TASK / 2))" "$@"

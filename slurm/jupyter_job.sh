@@ -48,4 +48,4 @@ case ${COURSE_JUPYTER_IN:-step} in
 esac
 # One task with the job's CPUs, even in a job asked with several tasks (-c explicitly: the srun of
 # Slurm 22.05 to 23.02 does not pass the job's --cpus-per-task on).
-srun --ntasks=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" "${lab[@]}"
+srun --ntasks=1 -c "$SLURM_CPUS_PER_TASK" "${lab[@]}"

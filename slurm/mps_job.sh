@@ -34,4 +34,4 @@ else
     course_program course_utils.jobs.ddp_train --threads 1 -- "$@"
 fi
 
-srun --kill-on-bad-exit=1 "${course_task[@]}" python "${course_target[@]}"
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${course_task[@]}" python "${course_target[@]}"

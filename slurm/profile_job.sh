@@ -25,4 +25,4 @@ mkdir -p runs
 
 course_program course_utils.jobs.train_cifar --max-steps 50 --no-progress -- "$@"
 
-srun nsys profile --trace=cuda,nvtx,osrt --sample=none --force-overwrite=true --output="runs/profile-${SLURM_JOB_ID}" python "${course_target[@]}"
+srun -c "$SLURM_CPUS_PER_TASK" nsys profile --trace=cuda,nvtx,osrt --sample=none --force-overwrite=true --output="runs/profile-${SLURM_JOB_ID}" python "${course_target[@]}"

@@ -15,4 +15,4 @@ course_script=$(scontrol show job "${SLURM_JOB_ID:-0}" 2>/dev/null | sed -n 's/^
 source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 
-srun python -m course_utils.jobs.reference_gpu "$@"
+srun -c "$SLURM_CPUS_PER_TASK" python -m course_utils.jobs.reference_gpu "$@"

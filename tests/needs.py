@@ -87,10 +87,10 @@ def shellcheck() -> str | None:
 @functools.cache
 def bwrap() -> str | None:
     """Why `course grade` cannot run its bubblewrap sandbox here (the reason names the fix)."""
-    from course_utils.grading import sandbox
-    from course_utils.grading.nbval_runner import Limits
+    from course_utils.grading.runner import sandbox
+    from course_utils.grading.runner.limits import DEFAULTS
 
-    return sandbox.problem(Limits().max_procs)
+    return sandbox.problem(DEFAULTS.max_procs)
 
 
 CHECKS = {

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import doctor
+from course_utils import doctor, doctor_gpu, doctor_runtime, processes
 from course_utils.grading import run_check
 
 COURSE = str(Path(sys.executable).parent / "course")
@@ -37,8 +37,8 @@ def test_torchvision_pairs(torch_v, tv_v, ok):
 
 def test_threads_warns_when_oversubscribed(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
-    monkeypatch.setattr(doctor.torch, "get_num_threads", lambda: 8)
-    (finding,) = doctor.threads()
+    monkeypatch.setattr(doctor_runtime.torch, "get_num_threads", lambda: 8)
+    (finding,) = doctor_runtime.threads()
     assert finding.status == doctor.WARN and "configure_threads" in finding.advice
 
 
@@ -49,7 +49,7 @@ def test_error_finding_gives_exit_code_1(monkeypatch, capsys):
     assert "[error]  X, compute capability 12.1" in capsys.readouterr().out
 
 
-def test_report_covers_every_topic():
+def test_report_covers_every_topic(commands):
     topics = {f.topic for f in doctor.collect()}
     for needed in (
         "python",
@@ -62,6 +62,12 @@ def test_report_covers_every_topic():
         "distributed backends",
         "data",
         "jupyter kernel",
+        "widgets",
+        "slurm job",
+        "job cpus",
+        "job gpus",
+        "job memory",
+        "job time left",
     ):
         assert needed in topics
     assert any(t.startswith("gpu") for t in topics)
@@ -112,6 +118,68 @@ def test_a_v100_on_a_cuda_13_build_is_told_what_to_do():
 
 def test_the_gpu_section_names_the_driver(fake_gpus, monkeypatch):
     fake_gpus(0)
-    monkeypatch.setattr(doctor, "nvidia_driver", lambda: None)
-    topics = [f.topic for f in doctor.gpus()]
+    monkeypatch.setattr(doctor_gpu, "nvidia_driver", lambda: None)
+    topics = [f.topic for f in doctor_gpu.gpus()]
     assert topics == ["nvidia driver", "gpu"]
+
+
+# What nvidia-smi and scontrol answer here: the doctor's children go through processes.run,
+# which these tests replace, so they start no process.
+DRIVER = "580.65.06\n"
+SCONTROL = "JobId=7 JobName=jupyter\n   NumNodes=1 NumCPUs=4 NumTasks=1 CPUs/Task=4\n"
+
+
+def _finished(command, returncode=0, stdout=""):
+    return processes.Finished(tuple(command), returncode, stdout, "", 0.0)
+
+
+@pytest.fixture
+def commands(monkeypatch):
+    """processes.run answers as nvidia-smi and scontrol would; the commands asked are listed."""
+    asked = []
+
+    def run(command, *, timeout, **options):
+        asked.append(list(command))
+        answers = {"nvidia-smi": DRIVER, "scontrol": SCONTROL}
+        if command[0] not in answers:
+            raise AssertionError(f"the doctor started {command}: answer it here")
+        return _finished(command, stdout=answers[command[0]])
+
+    monkeypatch.setattr(processes, "run", run)
+    for name, value in {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    return asked
+
+
+def test_the_report_asks_nvidia_smi_and_scontrol_through_processes(commands, tmp_path):
+    rows = {f.topic: f for f in doctor.collect()}
+    assert ["scontrol", "show", "job", "7"] in commands
+    assert rows["job cpus"].value == "4 in the job, 1 task x 4 CPUs"  # NumCPUs: scontrol
+    assert doctor_gpu.nvidia_driver(tmp_path / "no-driver-file") == "580.65.06"
+    assert commands[-1][0] == "nvidia-smi"
+
+
+def test_the_driver_file_wins_over_nvidia_smi(commands, tmp_path):
+    version = tmp_path / "version"
+    version.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+    )
+    assert doctor_gpu.nvidia_driver(version) == "550.54.15"
+    assert not any(c[0] == "nvidia-smi" for c in commands)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        FileNotFoundError(2, "No such file or directory: 'nvidia-smi'"),  # a CPU node
+        _finished(["nvidia-smi"], 9, "NVIDIA-SMI has failed: no devices were found\n"),
+    ],
+)
+def test_no_driver_where_nvidia_smi_is_missing_or_fails(answer, monkeypatch, tmp_path):
+    def run(command, **options):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(processes, "run", run)
+    assert doctor_gpu.nvidia_driver(tmp_path / "no-driver-file") is None

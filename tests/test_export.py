@@ -120,3 +120,22 @@ def test_torchscript_warnings_are_shown_once_each_in_short_lines(tmp_path, capsy
     assert "torch.jit.script" in first[0] and "torch.jit.save" in first[0]
     assert second == []  # nothing new: nothing printed
     assert third == ["note: deprecated, use torch.export: torch.jit.load"]
+
+
+@pytest.mark.parametrize(
+    "warned, note",
+    [
+        ([], "torch.jit.script, torch.jit.save"),  # PyTorch 2.6: TorchScript does not warn
+        (["torch.jit.script", "torch.jit.save"], "torch.jit.script, torch.jit.save"),  # 2.14
+        (["torch.jit.script"], "torch.jit.script"),  # what it says wins over what it calls
+    ],
+)
+def test_torchscript_notes_name_the_calls_whether_or_not_pytorch_warns(
+    warned, note, capsys, monkeypatch
+):
+    monkeypatch.setattr(ex, "_NOTED", set())
+    with ex._torchscript_notes("torch.jit.script", "torch.jit.save"):
+        for api in warned:
+            message = f"`{api}` is deprecated. Please switch to `torch.export`."
+            warnings.warn(message, FutureWarning, stacklevel=1)
+    assert capsys.readouterr().out.splitlines() == [f"note: deprecated, use torch.export: {note}"]

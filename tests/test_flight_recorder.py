@@ -2,6 +2,8 @@
 
 import pickle
 
+import pytest
+
 from course_utils import flight_recorder
 
 
@@ -43,9 +45,25 @@ def test_no_analysis_without_records(tmp_path):
     assert report == "" and route.startswith(f"no flight records in {tmp_path / 'none'}")
 
 
+def test_without_the_analyser_the_route_says_so(tmp_path, monkeypatch):
+    """PyTorch 2.6 ships no torch.distributed.flight_recorder: no report, and the route says why."""
+    (tmp_path / "rank_0").write_bytes(pickle.dumps({"entries": [], "pg_config": {}}))
+
+    def missing(folder):
+        raise ModuleNotFoundError("No module named 'torch.distributed.flight_recorder'")
+
+    monkeypatch.setattr(flight_recorder, "_run_analyser", missing)
+    report, route = flight_recorder.analyse_flight_records(tmp_path, world_size=1)
+    assert report == "" and route.endswith("has no torch.distributed.flight_recorder")
+
+
 def test_the_analyser_reads_gloo_dumps_after_the_group_is_named(tmp_path):
     """Dumps shaped as this PyTorch's gloo writes them (pg_config keyed ""): rank 1 is missing
     from collective #2, and the analyser says so."""
+    pytest.importorskip(
+        "torch.distributed.flight_recorder.fr_trace",
+        reason="this PyTorch has no flight-recorder analyser (2.6); the test above covers that",
+    )
     entries = {0: [_entry(1, "all_reduce", [[4]]), _entry(2, "all_reduce", [[4]])],
                1: [_entry(1, "all_reduce", [[4]])]}  # fmt: skip
     for rank, mine in entries.items():

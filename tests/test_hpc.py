@@ -14,6 +14,23 @@ def test_falls_back_to_affinity():
     assert hpc.allocated_cpus({}) == len(os.sched_getaffinity(0))
 
 
+@pytest.mark.parametrize(
+    ("variable", "affinity", "cpus"),
+    [("4", 2, 2), ("4", 64, 4), (None, 64, 64), ("4", 4, 4)],
+    ids=["bound-narrower", "unbound-node", "no-variable", "agree"],
+)
+def test_this_process_takes_the_narrower_of_variable_and_affinity(
+    monkeypatch, variable, affinity, cpus
+):
+    # injected: the variable of this process's job, and the CPUs its affinity mask allows
+    if variable is None:
+        monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    else:
+        monkeypatch.setenv("SLURM_CPUS_PER_TASK", variable)
+    monkeypatch.setattr(hpc, "affinity_cpus", lambda: affinity)
+    assert hpc.allocated_cpus() == cpus
+
+
 @pytest.mark.parametrize("raw, rule", [("four", "not an integer"), ("0", "at least 1")])
 def test_bad_slurm_value_names_variable(raw, rule):
     with pytest.raises(ValueError, match=f"SLURM_CPUS_PER_TASK=.*{rule}"):

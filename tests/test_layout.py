@@ -1,8 +1,9 @@
 """The package's layout holds: lesson helpers, programs (jobs/) and tooling (grading/) apart.
 
 Library code never imports a program or the tooling; programs do not import the tooling; nothing
-imports the command line. Read from the source with ast, so a lazy import inside a function
-counts too.
+imports the command line. Inside the tooling, the runner (grading/runner/: a notebook run within
+limits) never imports the grader (grading/grader/: grades), which imports the runner. Read from
+the source with ast, so a lazy import inside a function counts too.
 """
 
 import ast
@@ -41,6 +42,43 @@ def test_dependencies_point_one_way(path):
         assert not any(i.startswith("course_utils.grading") for i in imports), imports
     if kind == "jobs":
         assert not any(i.startswith("course_utils.grading") for i in imports), imports
+
+
+RUNNER = sorted((PACKAGE_DIR / "grading" / "runner").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", RUNNER, ids=lambda p: p.name)
+def test_the_runner_knows_nothing_of_grades(path):
+    """Of the tooling, a runner module imports only the runner and `release` (a cell's course
+    metadata): not the grader, its gradebook writer or an old path that leads there."""
+    tooling = {i for i in _imports(path) if i.startswith("course_utils.grading")}
+    allowed = ("course_utils.grading.runner", "course_utils.grading.release")
+    assert all(i.startswith(allowed) for i in tooling), sorted(tooling)
+
+
+def test_the_grader_uses_the_runner():
+    grader = PACKAGE_DIR / "grading" / "grader"
+    uses = set().union(*(_imports(p) for p in grader.glob("*.py")))
+    assert "course_utils.grading.runner.nbval_runner" in uses
+
+
+OLD_PATHS = ("sandbox", "nbval_runner", "gradebook", "learner", "kernel_watch")
+
+
+@pytest.mark.parametrize("name", OLD_PATHS)
+def test_an_old_grading_path_holds_no_code(name):
+    """grading/sandbox.py and friends only forward names to the rooms (grading/_moved.py)."""
+    tree = ast.parse((PACKAGE_DIR / "grading" / f"{name}.py").read_text())
+    kinds = {type(node).__name__ for node in tree.body}
+    assert kinds <= {"Expr", "ImportFrom", "Assign"}, kinds  # docstring, imports, __getattr__
+
+
+def test_grading_modules_are_under_400_lines():
+    grading = sorted((PACKAGE_DIR / "grading").rglob("*.py"))
+    long = [
+        str(p.relative_to(PACKAGE_DIR)) for p in grading if len(p.read_text().splitlines()) > 400
+    ]
+    assert long == []
 
 
 def test_every_program_runs_as_a_module():

@@ -38,6 +38,19 @@ def test_gpu_scripts_ask_for_a_bundles_cpus_per_gpu(path):
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_srun_is_given_the_cpus_per_task_explicitly(path):
+    # Slurm 22.05 to 23.02: srun no longer reads SLURM_CPUS_PER_TASK from the batch script's
+    # environment, so a task could get 1 CPU where the job asked for 4; centres' documentation
+    # passes it again. (stacks.sh attaches to another job and asks for nothing of its own.)
+    text = path.read_text()
+    if path.name == "stacks.sh" or not sbatch.read_request(text).cpus_per_task:
+        return
+    srun = re.search(r"^(exec )?srun .*$", text, re.M)[0]
+    asks_itself = re.search(r"--cpus-per-task=\d+", srun)  # interactive.sh: srun is the request
+    assert asks_itself or '-c "$SLURM_CPUS_PER_TASK"' in srun, f"{path.name}: {srun}"
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
 def test_no_script_sets_its_own_worker_count(path):
     # one rule, in the programs (hpc.loader_workers), not a second one in a script
     assert "--num-workers" not in path.read_text(), path.name
@@ -45,6 +58,7 @@ def test_no_script_sets_its_own_worker_count(path):
 
 def test_loader_workers_rule(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "6")
+    monkeypatch.setattr(hpc, "affinity_cpus", lambda: 16)  # a node that binds no cores
     assert hpc.loader_workers("cuda") == 6 and hpc.loader_workers("cpu") == 0
     job = {"SLURM_CPUS_PER_TASK": "12"}  # another job's variables, as the 02.4 checker passes
     assert hpc.loader_workers("cuda:1", job) == 12 and hpc.loader_workers("cpu", job) == 0

@@ -5,16 +5,17 @@ checkers register with `exercise`. The rest serves the `course` command:
     exercises.py     the registry, `check`, `summary`, verdict lines
     checks/          one module of checkers per lesson (lesson05.py <-> exercises 05.k)
     release.py       `course release`: notebooks/ from solutions/
-    grader.py        `course grade`: each submission under nbval, in its own sandbox
-    sandbox.py       the bubblewrap sandbox: what a run sees, its limits, whether bwrap works
-    outputs.py       check cells' outputs compared with the reference outside the sandbox
-    gradebook.py     the gradebook CSV, feedback, JUnit report
-    learner.py       `course check NN`: the grader's verdicts for a learner's own notebook
-    nbval_runner.py  one nbval run within limits;  nbval_record.py  its per-cell record
-    kernel_watch.py  a pytest plugin: a notebook whose kernel dies fails at once
+    runner/          one notebook run under nbval within limits, knowing nothing of grades: the
+                     bubblewrap sandbox, cgroups, `Limits`, the run, its per-cell record, the
+                     kernel watch (runner/__init__.py lists its modules)
+    grader/          submissions to a gradebook: finding them, the grading plan, verdicts, the
+                     pipeline, the gradebook, `course grade` and `course check` (it imports the
+                     runner, never the reverse)
     authoring.py     edit a lesson as a percent script, build it back (executed)
     gpu_report.py    `make test-gpu`: every step on a GPU node, one summary table
     sanitize.cfg     nbval's rules for outputs that differ between runs and machines
+    sandbox.py, nbval_runner.py, gradebook.py, learner.py, kernel_watch.py: old paths of moved
+                     modules, kept working (_moved.py)
 Library code never imports this package, except lessons' `check`/`summary`.
 """
 

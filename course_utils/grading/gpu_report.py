@@ -26,7 +26,7 @@ from course_utils.tables import text_table
 STEPS = ("benchmarks", "references", "gpu-tests", "lessons")
 LESSON_TIMEOUT = 900  # seconds for one notebook, kernel start included
 NBVAL = [
-    "-m", "pytest", "-p", "course_utils.grading.kernel_watch", "-p", "no:cacheprovider",
+    "-m", "pytest", "-p", "course_utils.grading.runner.kernel_watch", "-p", "no:cacheprovider",
     "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-o", "addopts=-ra", "-q",
 ]  # fmt: skip
 

@@ -7,8 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from course_utils import files
-from course_utils.grading import gradebook
-from course_utils.grading.gradebook import ExerciseGrade, SubmissionGrade
+from course_utils.grading.grader import gradebook
+from course_utils.grading.grader.gradebook import ExerciseGrade, SubmissionGrade
 
 
 def grades():
@@ -97,9 +97,3 @@ def test_write_outputs_is_atomic(tmp_path, monkeypatch):
         files.atomic_write_text(paths["gradebook"], "half")
     assert paths["gradebook"].read_text() == before
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
-
-
-def test_clip_keeps_the_tail():
-    assert gradebook.clip("short") == "short"
-    cut = gradebook.clip("x" * 50 + "END", limit=10)
-    assert cut.endswith("xxxxxxxEND") and "43 characters cut" in cut

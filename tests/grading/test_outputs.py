@@ -2,8 +2,8 @@
 
 import nbformat
 
-from course_utils.grading import outputs
 from course_utils.grading.release import course_meta
+from course_utils.grading.runner import outputs
 from course_utils.paths import REPO_ROOT, SANITIZE_FILE
 
 RULES = outputs.sanitize_rules(SANITIZE_FILE)
@@ -68,3 +68,10 @@ def test_every_reference_matches_itself_as_recorded():
                 assert outputs.difference(recorded, cell.outputs, RULES) == "", (path, cell.source)
                 checks += 1
     assert checks >= 27  # at least three per lesson
+
+
+def test_clip_keeps_the_tail_without_terminal_colours():
+    assert outputs.clip("short") == "short"
+    cut = outputs.clip("x" * 50 + "END", limit=10)
+    assert cut.endswith("xxxxxxxEND") and "43 characters cut" in cut
+    assert outputs.clip("\x1b[31mKeyError\x1b[0m: 'a'") == "KeyError: 'a'"

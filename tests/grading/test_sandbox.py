@@ -1,4 +1,4 @@
-"""sandbox: the bwrap command line, the whitelist of what a submission sees, limits and sizes.
+"""runner/sandbox: the bwrap command line, the whitelist of what a submission sees, the probe.
 
 No sandbox runs here (tests/integration/test_sandbox_runs.py runs them): these check the plain
 descriptions the grader turns into a command.
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.grading import sandbox
-from course_utils.grading.nbval_runner import Limits
+from course_utils.grading.runner import cgroups, limits, sandbox
 from course_utils.paths import PACKAGE_DIR, REPO_ROOT
 
 LAYOUT = sandbox.Layout(
@@ -18,7 +17,7 @@ LAYOUT = sandbox.Layout(
     files=(("/host/run/nb.ipynb", "/tmp/grading/nb.ipynb"),),
     writable=(("/host/run/cells.jsonl", "/run/course/cells.jsonl"),),
     env={"HOME": "/tmp/grading", "B": "2"},
-    max_disk=64 * sandbox.MiB,
+    max_disk=64 * limits.MiB,
 )
 
 
@@ -59,9 +58,9 @@ def test_bwrap_command_binds_only_what_the_layout_names():
     assert "--dev-bind" not in argv and "--share-net" not in argv
     # Sized tmpfs for the work folder and /dev/shm; /dev and / itself read-only after the binds.
     assert pairs(argv, "--tmpfs", 1) == [("/dev/shm",), ("/tmp",)]
-    assert pairs(argv, "--size", 1) == [(str(64 * sandbox.MiB),)] * 2
+    assert pairs(argv, "--size", 1) == [(str(64 * limits.MiB),)] * 2
     assert [argv[i - 2 : i] for i, a in enumerate(argv) if a == "--tmpfs"] == [
-        ["--size", str(64 * sandbox.MiB)]
+        ["--size", str(64 * limits.MiB)]
     ] * 2
     assert pairs(argv, "--remount-ro", 1) == [("/dev",), ("/",)]
     last_bind = max(i for i, a in enumerate(argv) if a in ("--bind", "--ro-bind"))
@@ -148,33 +147,6 @@ def test_limit_command_sets_each_limit_and_leaves_out_zeros():
     assert sandbox.limit_command(0, 0, 0, 0, "prlimit") == ["prlimit", "--core=0", "--"]
 
 
-CGROUP_V1 = "9:name=systemd:/\n8:pids:/job_7\n4:memory:/x\n0::/\n"
-MOUNTINFO = (
-    "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
-    "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids\n"
-    "42 31 0:39 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"
-)
-
-
-def test_pids_cgroup_candidates_v1_and_v2():
-    found = sandbox.pids_cgroup_candidates(CGROUP_V1, MOUNTINFO, lambda folder: "")
-    assert found == [Path("/sys/fs/cgroup/pids/job_7")]
-    v2_only = "0::/user.slice/grader\n"
-    mounts = "42 31 0:39 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
-    enabled = sandbox.pids_cgroup_candidates(v2_only, mounts, lambda folder: "cpu pids")
-    assert enabled == [Path("/sys/fs/cgroup/user.slice/grader")]
-    assert sandbox.pids_cgroup_candidates(v2_only, mounts, lambda folder: "cpu") == []
-
-
-def test_process_cap_kind(monkeypatch):
-    monkeypatch.setattr(sandbox, "nproc_counts", lambda: True)
-    assert sandbox.process_cap_kind(64) == "RLIMIT_NPROC"
-    assert sandbox.process_cap_kind(0) == "no limit"
-    monkeypatch.setattr(sandbox, "nproc_counts", lambda: False)  # root
-    monkeypatch.setattr(sandbox, "pids_cgroup_parent", lambda: Path("/sys/fs/cgroup/pids"))
-    assert sandbox.process_cap_kind(64) == "pids cgroup"
-
-
 def test_problem_names_the_fix_when_bwrap_is_missing(monkeypatch, tmp_path):
     monkeypatch.setenv(sandbox.BWRAP_ENV, str(tmp_path / "no-bwrap"))
     why = sandbox.problem(64)
@@ -184,41 +156,7 @@ def test_problem_names_the_fix_when_bwrap_is_missing(monkeypatch, tmp_path):
 
 def test_problem_as_root_without_a_pids_cgroup_names_the_fix(monkeypatch):
     monkeypatch.setattr(sandbox, "find_bwrap", lambda: "/bin/true")
-    monkeypatch.setattr(sandbox, "nproc_counts", lambda: False)
-    monkeypatch.setattr(sandbox, "pids_cgroup_parent", lambda: None)
+    monkeypatch.setattr(cgroups, "nproc_counts", lambda: False)
+    monkeypatch.setattr(cgroups, "pids_cgroup_parent", lambda: None)
     why = sandbox.problem(64)
     assert "root ignores RLIMIT_NPROC" in why and "--max-procs 0" in why
-
-
-@pytest.mark.parametrize(
-    "text, size",
-    [("8G", 8 * 2**30), ("512M", 512 * 2**20), ("1.5g", 3 * 2**29), ("100k", 102400), ("0", 0)]
-    + [("4GiB", 4 * 2**30), ("123", 123)],
-)
-def test_parse_size(text, size):
-    assert sandbox.parse_size(text) == size
-
-
-def test_parse_size_says_what_it_takes():
-    with pytest.raises(ValueError, match=r"--max-memory 'lots': give a size such as 8G"):
-        sandbox.parse_size("lots", "--max-memory")
-
-
-def test_format_size():
-    assert [sandbox.format_size(n) for n in (0, 8 * 2**30, 3 * 2**29, 2**20, 10)] == [
-        "no limit",
-        "8 GiB",
-        "1.5 GiB",
-        "1 MiB",
-        "10 B",
-    ]
-
-
-def test_limits_describe_goes_into_the_gradebook(monkeypatch):
-    monkeypatch.setattr(sandbox, "process_cap_kind", lambda n: "pids cgroup")
-    assert Limits(sandbox=False).describe() == "none"
-    text = Limits(max_procs=64, max_memory=6 * 2**30, max_disk=2**28, cpu_time=60).describe()
-    assert text == (
-        "bubblewrap, no network; processes 64 (pids cgroup), memory 6 GiB, file 1 GiB, "
-        "disk 256 MiB, CPU 60 s"
-    )

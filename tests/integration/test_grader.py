@@ -6,7 +6,8 @@ files planted where no submission may reach, a TCP server on 127.0.0.1, the proc
 Each attempt to escape sits in an exercise cell after the exercise's solution and makes the
 exercise fail when it works, so the gradebook says which attempts failed. Small limits keep the
 run bounded (60 s per notebook, 10 s per cell, 64 processes, 6 GiB of address space, 64 MiB per
-file, 256 MiB of disk).
+file, 256 MiB of disk). The rules behind each verdict are tested without a run in
+tests/grading/ (test_verdicts, test_plan, test_submissions, test_grade_command).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import csv
 import hashlib
 import math
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -32,8 +32,8 @@ import psutil
 import pytest
 
 from course_utils.cli import main
-from course_utils.grading import grader, sandbox
 from course_utils.grading.release import course_meta
+from course_utils.grading.runner import cgroups, sandbox
 from course_utils.hpc import allocated_cpus
 from course_utils.paths import PACKAGE_DIR, REPO_ROOT
 
@@ -446,7 +446,7 @@ def test_the_run_completes_and_the_gradebook_is_complete(graded):
     for row in graded["rows"].values():
         assert row["sandbox"] == (
             f"bubblewrap, no network; processes {MAX_PROCS} "
-            f"({sandbox.process_cap_kind(MAX_PROCS)}), memory 6 GiB, file 64 MiB, "
+            f"({cgroups.process_cap_kind(MAX_PROCS)}), memory 6 GiB, file 64 MiB, "
             f"disk 256 MiB, CPU {math.ceil(NOTEBOOK_TIMEOUT * allocated_cpus())} s"
         )
 
@@ -606,47 +606,3 @@ def test_grade_refuses_when_bubblewrap_cannot_run(tmp_path, monkeypatch, capsys)
     assert main(argv) == 2
     assert "apt-get install bubblewrap" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing graded
-
-
-def test_find_submissions_both_layouts(tmp_path):
-    (tmp_path / "ann").mkdir()
-    (tmp_path / "ann" / "01_tensors.ipynb").write_text("{}")
-    (tmp_path / "ann" / ".ipynb_checkpoints").mkdir()
-    (tmp_path / "bo__01_tensors.ipynb").write_text("{}")
-    (tmp_path / "bo__02_gpu.ipynb").write_text("{}")
-    (tmp_path / "stray.ipynb").write_text("{}")
-    subs, skipped = grader.find_submissions(tmp_path, "01")
-    assert [(s.learner, s.lesson) for s in subs] == [("ann", "01"), ("bo", "01")]
-    assert skipped == [f"skipped {tmp_path / 'stray.ipynb'}: name it <learner>__NN_topic.ipynb"]
-    with pytest.raises(ValueError, match="does not exist"):
-        grader.find_submissions(tmp_path / "nope")
-
-
-def test_read_notebook_rejects_oversized_and_malformed(tmp_path):
-    path = tmp_path / "a.ipynb"
-    path.write_text(nbformat.writes(solution()))
-    with pytest.raises(ValueError, match="over the 0 MB limit; clear the outputs"):
-        grader.read_notebook(path, max_bytes=100)
-    path.write_text('{"cells": [')
-    with pytest.raises(ValueError, match="not a readable notebook"):
-        grader.read_notebook(path)
-
-
-def test_limits_from_the_command_line():
-    from course_utils.cli import build_parser
-
-    args = build_parser().parse_args(
-        ["grade", "subs", "--max-memory", "6G", "--max-disk", "256M", "--cpu-time", "30"]
-    )
-    limits = grader.limits_from_args(args)
-    assert (limits.sandbox, limits.max_procs, limits.max_memory) == (True, 512, 6 * 2**30)
-    assert (limits.max_disk, limits.cpu_time, limits.max_file_size) == (2**28, 30, 2**30)
-    no_sandbox = build_parser().parse_args(["grade", "subs", "--no-sandbox"])
-    assert grader.limits_from_args(no_sandbox).describe() == "none"
-    for wrong, says in (
-        (["--max-memory", "lots"], "--max-memory 'lots': give a size such as 8G"),
-        (["--max-procs", "-1"], "--max-procs -1: give a positive number, or 0 for no limit"),
-        (["--max-disk", "0"], "--max-disk 0: the sandbox needs some writable space"),
-    ):
-        with pytest.raises(ValueError, match=re.escape(says)):
-            grader.limits_from_args(build_parser().parse_args(["grade", "subs", *wrong]))

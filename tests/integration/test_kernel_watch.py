@@ -1,4 +1,4 @@
-"""course_utils.grading.kernel_watch: a notebook whose kernel dies fails that cell at once."""
+"""runner/kernel_watch: a notebook whose kernel dies fails that cell at once."""
 
 import subprocess
 import sys
@@ -25,7 +25,7 @@ def test_a_dead_kernel_fails_its_cell_within_seconds(tmp_path, death):
     nbformat.write(nb, path)
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "course_utils.grading.kernel_watch",
+        [sys.executable, "-m", "pytest", "-p", "course_utils.grading.runner.kernel_watch",
          "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env",
          "--nbval-cell-timeout=120", "-o", "addopts=", "-q", str(path)],
         capture_output=True, text=True, timeout=200, cwd=tmp_path,

@@ -3,7 +3,6 @@
 import nbformat
 
 from course_utils.cli import main
-from course_utils.grading import learner
 from course_utils.grading.release import course_meta
 from course_utils.paths import REPO_ROOT
 
@@ -34,23 +33,3 @@ def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
     )
     assert out[4].startswith("  01.3 a tensor to NumPy, safely: failed: ")
     assert out[4].endswith("got a copy (use .numpy())")
-
-
-def test_report_shows_status_and_notes():
-    from course_utils.grading.gradebook import ExerciseGrade, SubmissionGrade
-
-    grade = SubmissionGrade(
-        "me",
-        "01",
-        "x.ipynb",
-        "crashed",
-        "the kernel died in code cell 3",
-        [ExerciseGrade("01.1", "flatten", 1, "failed", "not graded")],
-        notes=["exercise 01.1: 2 cells carry this id"],
-    )
-    assert learner.report(grade).splitlines() == [
-        "lesson 01: 0/1 exercises passing (0/1 points)",
-        "  status crashed: the kernel died in code cell 3",
-        "  01.1 flatten: failed: not graded",
-        "  note: exercise 01.1: 2 cells carry this id",
-    ]

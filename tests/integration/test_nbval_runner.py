@@ -1,4 +1,4 @@
-"""nbval_runner: pytest --nbval in a subprocess, bounded in time, its results read per cell."""
+"""runner/nbval_runner: pytest --nbval in a child process, bounded in time, read per cell."""
 
 import json
 import os
@@ -8,7 +8,8 @@ import nbformat
 import psutil
 import pytest
 
-from course_utils.grading.nbval_runner import Limits, run_nbval
+from course_utils.grading.runner.limits import Limits
+from course_utils.grading.runner.nbval_runner import run_nbval
 
 
 def _cmdline(p) -> list[str]:

@@ -18,7 +18,8 @@ import nbformat
 import psutil
 import pytest
 
-from course_utils.grading import sandbox
+from course_utils.grading.runner import cgroups, sandbox
+from course_utils.grading.runner.limits import MiB
 from course_utils.paths import REPO_ROOT
 
 pytestmark = pytest.mark.bwrap
@@ -50,7 +51,7 @@ def fork_count(prefix: list[str], python: str, group=None) -> tuple[int, str]:
         read_only=tuple(read_only),
         symlinks=tuple(links),
         env={"PATH": "/usr/bin:/bin"},
-        max_disk=16 * sandbox.MiB,
+        max_disk=16 * MiB,
     )
     limits = sandbox.limit_command(MAX_PROCS, 0, 0, 10, shutil.which("prlimit"))
     command = sandbox.bwrap_command(layout, limits + [python, "-c", FORK_COUNT])
@@ -64,7 +65,7 @@ def fork_count(prefix: list[str], python: str, group=None) -> tuple[int, str]:
 def test_a_fork_bomb_as_root_meets_the_pids_cgroup():
     if os.geteuid() != 0:
         pytest.skip("runs as root: the pids cgroup is root's process limit")
-    with sandbox.process_cap(MAX_PROCS) as group:
+    with cgroups.process_cap(MAX_PROCS) as group:
         assert group is not None, "as root, the sandbox needs a writable pids cgroup"
         children, error = fork_count([], sys.executable, group)
     assert children < MAX_PROCS and error == "Resource temporarily unavailable"
@@ -85,7 +86,8 @@ def test_a_fork_bomb_as_an_unprivileged_user_meets_rlimit_nproc():
 GRADER = """
 import sys
 from pathlib import Path
-from course_utils.grading.nbval_runner import Limits, run_nbval
+from course_utils.grading.runner.limits import Limits
+from course_utils.grading.runner.nbval_runner import run_nbval
 run_nbval(Path(sys.argv[1]), Limits(timeout=120, cell_timeout=100, max_procs=0))
 """
 

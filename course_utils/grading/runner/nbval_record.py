@@ -1,11 +1,11 @@
-"""A pytest plugin used by `course grade`: records what nbval saw in each cell, one JSON line each.
+"""A pytest plugin inside every run: records what nbval saw in each cell, one JSON line each.
 
-Loaded with `pytest -p course_utils.grading.nbval_record --course-record FILE --nbval ...` in
-the grading subprocess, beside `course_utils.grading.kernel_watch` (a dead kernel fails its cell
-at once). Lines are appended as cells finish, so the grader keeps the results of the cells that
-ran even when it has to kill the run at the notebook's time limit. A check cell's line carries
-its outputs (`outputs.recordable`): the grader compares check cells with the reference outside the
-sandbox. Texts are truncated: a submission that prints 100 MB must not make the record (or the
+Loaded with `pytest -p course_utils.grading.runner.nbval_record --course-record FILE --nbval ...`
+in the run's subprocess, beside `course_utils.grading.runner.kernel_watch` (a dead kernel fails
+its cell at once). Lines are appended as cells finish, so the results of the cells that ran are
+kept even when the run is killed at the notebook's time limit. A check cell's line carries its
+outputs (`outputs.recordable`): the grader compares check cells with the reference outside the
+sandbox. Texts are clipped: a submission that prints 100 MB must not make the record (or the
 grader's memory) 100 MB.
 """
 
@@ -15,9 +15,8 @@ import json
 
 import pytest
 
-from course_utils.grading.gradebook import clip
-from course_utils.grading.outputs import recordable
 from course_utils.grading.release import course_meta
+from course_utils.grading.runner.outputs import clip, recordable
 
 
 def pytest_addoption(parser):

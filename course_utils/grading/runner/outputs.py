@@ -1,8 +1,9 @@
-"""Check-cell outputs compared with the reference's outside the sandbox, by nbval's rules.
+"""A cell's outputs as a run records them, and nbval's comparison of them with a reference's.
 
-The grading notebook that enters the sandbox carries no outputs, so nbval only runs it, and
-nbval_record writes each cell's outputs (`recordable`). The grader then compares a check cell's
-recorded outputs with the solution's here, as nbval 0.11 compares them (plugin.py,
+The notebook that enters the sandbox carries no outputs, so nbval only runs it, and
+nbval_record writes the outputs of its check cells (`recordable`), texts cut (`cut`, `clip`): a
+submission that prints 100 MB must not make the record 100 MB. The grader then compares a check
+cell's recorded outputs with the solution's outside the run, as nbval 0.11 compares them (plugin.py,
 `IPyNbCell.compare_outputs`): the reference's streams coalesced, the same keys left out
 (metadata, tracebacks, images, widget ids), the same regex/replace rules of the sanitize file on
 both sides, the values of each key compared in order. The reference outputs never enter the
@@ -32,6 +33,7 @@ SKIPPED = frozenset(
         "image/jpeg",
     }
 )
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours in a traceback or a log
 # Characters kept of each recorded value; a longer one never matches (a check prints one line:
 # tests/grading/test_outputs.py keeps every lesson's reference under it).
 VALUE_LIMIT = 4000
@@ -42,6 +44,14 @@ def cut(value):
     if isinstance(value, str) and len(value) > VALUE_LIMIT:
         return value[:VALUE_LIMIT] + f"\n[... {len(value) - VALUE_LIMIT} characters cut]"
     return value
+
+
+def clip(text: str, limit: int = 4000) -> str:
+    """The end of `text` (where a verdict line or an error is), marked when something was cut."""
+    text = ANSI.sub("", text)
+    if len(text) <= limit:
+        return text
+    return f"[... {len(text) - limit} characters cut ...]\n" + text[-limit:]
 
 
 def recordable(outputs) -> list[dict]:

@@ -1,0 +1,132 @@
+"""`course doctor`'s GPU rows: the NVIDIA driver against this PyTorch's CUDA build, and each GPU
+against the architectures compiled into it (taught in lesson 00; exercise 07.3 is the same rule).
+
+The deciding functions (`driver_finding`, `arch_supported`, `gpu_finding`) are pure functions of
+the hardware's answers; `nvidia_driver` asks the node, nvidia-smi through `processes.run`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from course_utils import processes
+from course_utils.doctor_findings import ERROR, INFO, OK, Finding
+
+# The NVIDIA driver a CUDA build needs: the minimum for CUDA minor-version compatibility in
+# NVIDIA's CUDA toolkit release notes (13.x: 580; 12.x: 525.60.13; 11.x: 450.80.02).
+MIN_DRIVER = {13: (580, 0, 0), 12: (525, 60, 13), 11: (450, 80, 2)}
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+def driver_finding(driver: str | None, cuda_build: str | None) -> Finding:
+    """The NVIDIA driver against what this PyTorch's CUDA build needs."""
+    if not cuda_build:
+        return Finding("nvidia driver", driver or "not needed (CPU-only build)", INFO)
+    if driver is None:
+        return Finding("nvidia driver", "none found", INFO, "needed only on a GPU node")
+    need = MIN_DRIVER.get(_version_tuple(cuda_build)[0])
+    if need is None or _version_tuple(driver) >= need:
+        return Finding("nvidia driver", f"{driver} (CUDA {cuda_build} build)", OK)
+    wanted = ".".join(map(str, need)).removesuffix(".0.0")
+    return Finding(
+        "nvidia driver",
+        f"{driver}, but this PyTorch is a CUDA {cuda_build} build: it needs {wanted} or newer",
+        ERROR,
+        f"CUDA will not initialize. Ask the admins for driver >= {wanted}, or install a PyTorch "
+        "built for an older CUDA (e.g. pip install torch --index-url "
+        "https://download.pytorch.org/whl/cu126) or the centre's PyTorch module",
+    )
+
+
+DRIVER_FILE = Path("/proc/driver/nvidia/version")
+
+
+def nvidia_driver(driver_file: Path = DRIVER_FILE) -> str | None:
+    """The NVIDIA kernel driver's version here (its /proc file, else nvidia-smi), or None."""
+    try:
+        text = driver_file.read_text()
+        m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+        if m:
+            return m[1]
+    except OSError:
+        pass
+    try:
+        done = processes.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], timeout=20
+        )
+    except OSError:  # no nvidia-smi on this node
+        return None
+    lines = done.stdout.split()
+    return lines[0] if done.ok and lines else None
+
+
+ARCH_NAME = re.compile(r"^(?P<kind>sm|compute)_(?P<major>\d+)(?P<minor>\d)(?P<suffix>[a-z]?)$")
+
+
+def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
+    """Whether this build has kernels a GPU of `capability` can run.
+
+    A cubin sm_XY runs on GPUs of the same major version X and minor >= Y; an arch-specific
+    cubin (sm_90a) only on exactly that GPU; PTX (compute_XY) is JIT-compiled for any GPU >= X.Y.
+    """
+    for arch in arch_list:
+        m = ARCH_NAME.match(arch)
+        if not m:
+            continue
+        built = (int(m["major"]), int(m["minor"]))
+        if m["kind"] == "compute":
+            ok = built <= capability
+        elif m["suffix"]:
+            ok = built == tuple(capability)
+        else:
+            ok = built[0] == capability[0] and built[1] <= capability[1]
+        if ok:
+            return True
+    return False
+
+
+def gpu_finding(index: int, name: str, cap: tuple[int, int], arch_list: list[str]) -> Finding:
+    """One GPU against the architectures compiled into this PyTorch, with what to do."""
+    value = f"{name}, compute capability {cap[0]}.{cap[1]}"
+    if arch_supported(cap, arch_list):
+        return Finding(f"gpu {index}", value, OK)
+    advice = (
+        f"this PyTorch has kernels for {', '.join(arch_list) or 'no GPU'} only: expect 'no "
+        "kernel image is available for execution on the device'; install a build that includes "
+        f'sm_{cap[0]}{cap[1]} (or build with TORCH_CUDA_ARCH_LIST="{cap[0]}.{cap[1]}")'
+    )
+    if tuple(cap) == (7, 0):  # V100: CUDA 13 dropped Volta, and it has no bf16 tensor cores
+        advice += (
+            ". A V100 (Volta): CUDA 12.8 and 13 builds no longer include it, the CUDA 12.6 "
+            "builds do (pip install torch --index-url https://download.pytorch.org/whl/cu126, "
+            "or the centre's module); train in fp16 autocast with GradScaler (lesson 04): bf16 "
+            "has no tensor cores there"
+        )
+    return Finding(f"gpu {index}", value, ERROR, advice)
+
+
+def gpus() -> list[Finding]:
+    driver = driver_finding(nvidia_driver(), torch.version.cuda)
+    if not torch.cuda.is_available():
+        return [
+            driver,
+            Finding(
+                "gpu",
+                "none visible (torch.cuda.is_available() is False)",
+                INFO,
+                "fine for the CPU lessons; on a cluster ask for one with --gres=gpu:1",
+            ),
+        ]
+    arch_list = torch.cuda.get_arch_list()
+    return [driver] + [
+        gpu_finding(
+            i, torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i), arch_list
+        )
+        for i in range(torch.cuda.device_count())
+    ]

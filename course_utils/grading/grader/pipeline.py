@@ -1,0 +1,138 @@
+"""The grading pipeline: a submission's file in, its grade out; many submissions at a time.
+
+One submission goes: read it (an unreadable one is graded 0 with the reason), build its
+grading notebook (plan.py), run it in the runner (one temporary folder, the sandbox, the
+limits), compare its check cells with the reference, keep the log, then give it a status and
+judge each exercise (verdicts.py). `course check` (learner.py) calls the same `grade_notebook`,
+without the sandbox, so learners see the verdicts the instructor will see.
+
+What the isolation gives and what it does not is written in README.md, section "Grading".
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+
+from course_utils.files import atomic_write_text
+from course_utils.grading.exercises import FAILED, registry
+from course_utils.grading.grader.gradebook import (
+    ERROR,
+    UNREADABLE,
+    ExerciseGrade,
+    SubmissionGrade,
+    safe_name,
+)
+from course_utils.grading.grader.plan import GradingPlan, Lesson, build_grading_notebook
+from course_utils.grading.grader.submissions import Submission, read_notebook
+from course_utils.grading.grader.verdicts import _status, compare_checks, exercise_grades
+from course_utils.grading.runner import leftovers, nbval_runner, outputs
+from course_utils.grading.runner.limits import Limits
+
+
+def grade_notebook(
+    path: Path,
+    lesson: Lesson,
+    limits: Limits,
+    learner: str = "",
+    sanitize: Path | None = None,
+    logs: Path | None = None,
+) -> SubmissionGrade:
+    """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade.
+
+    `sanitize`: the nbval sanitize file applied to both sides when check cells are compared;
+    `logs`: the folder that keeps each run's pytest log.
+    """
+    start = time.perf_counter()
+    grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path))
+    grade.sandbox = limits.describe()
+    try:
+        plan = build_grading_notebook(lesson, read_notebook(path))
+    except ValueError as e:
+        _unreadable(grade, lesson, str(e))
+    else:
+        _grade_run(grade, plan, lesson, limits, sanitize, logs)
+    grade.seconds = time.perf_counter() - start
+    return grade
+
+
+def _unreadable(grade: SubmissionGrade, lesson: Lesson, reason: str) -> None:
+    """Every exercise of the lesson failed, not graded: the notebook could not be read."""
+    grade.status, grade.reason = UNREADABLE, reason
+    plan = build_grading_notebook(lesson, nbformat.v4.new_notebook())
+    titles = _titles()
+    why = "not graded: the notebook could not be read"
+    grade.exercises = [
+        ExerciseGrade(ex_id, titles.get(ex_id, ex_id), points, FAILED, why)
+        for ex_id, points in plan.points.items()
+    ]
+
+
+def _grade_run(
+    grade: SubmissionGrade,
+    plan: GradingPlan,
+    lesson: Lesson,
+    limits: Limits,
+    sanitize: Path | None,
+    logs: Path | None,
+) -> None:
+    """Run the plan's notebook, compare its checks, keep its log, and judge it into `grade`."""
+    grade.notes, grade.flags = plan.notes, plan.flags
+    run = nbval_runner.run_notebook(plan.notebook, f"{lesson.lesson}_grading.ipynb", limits)
+    compare_checks(plan, lesson, run, outputs.sanitize_rules(sanitize))
+    if logs is not None:
+        atomic_write_text(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
+    grade.status, grade.reason = _status(plan, run, limits)
+    grade.exercises = exercise_grades(plan, run, limits.cell_timeout, _titles())
+
+
+def _titles() -> dict[str, str]:
+    return {ex_id: ex.title for ex_id, ex in registry().items()}
+
+
+def grade_all(
+    submissions: list[Submission],
+    lessons: dict[str, Lesson],
+    limits: Limits,
+    jobs: int = 1,
+    sanitize: Path | None = None,
+    logs: Path | None = None,
+    progress: bool = True,
+) -> list[SubmissionGrade]:
+    """Grade every submission, `jobs` at a time; one submission's failure never stops the rest."""
+    from tqdm import tqdm
+
+    def one(sub: Submission) -> SubmissionGrade:
+        try:
+            lesson = lessons[sub.lesson]
+            return grade_notebook(sub.path, lesson, limits, sub.learner, sanitize, logs)
+        except Exception as e:  # a grader bug must cost one row, not the whole gradebook
+            return SubmissionGrade(
+                sub.learner,
+                sub.lesson,
+                str(sub.path),
+                ERROR,
+                f"the grader failed: {type(e).__name__}: {e}",
+            )
+
+    grades = []
+    bar = tqdm(total=len(submissions), desc="grading", unit="notebook", disable=not progress)
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
+        with bar:
+            for future in as_completed([pool.submit(one, s) for s in submissions]):
+                grade = future.result()
+                grades.append(grade)
+                bar.set_postfix_str(
+                    f"{grade.learner} {grade.total}/{grade.max_total} {grade.status}"
+                )
+                bar.update()
+    except BaseException:  # Ctrl-C: start nothing more, and leave no kernel behind
+        pool.shutdown(wait=False, cancel_futures=True)
+        leftovers.kill_running()
+        raise
+    pool.shutdown()
+    return grades

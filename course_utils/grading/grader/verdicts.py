@@ -1,0 +1,124 @@
+"""From a run's records to grades: the rules that give points.
+
+An exercise earns its points when its check cell printed "passed" AND the check cell's outputs
+equal the reference's (`compare_checks`, by nbval's rules, outside the sandbox): an edited check
+cell or a printed fake "passed" earns nothing (`judge`). The submission as a whole gets a status
+(`_status`): ok, or why the run ended early (its time limit, a cell's, a dead kernel, nothing
+ran); the points of the checks that ran before stay.
+"""
+
+from __future__ import annotations
+
+from course_utils.grading.exercises import FAILED, PASSED, parse_results
+from course_utils.grading.grader.gradebook import CRASHED, ERROR, OK, TIMEOUT, ExerciseGrade
+from course_utils.grading.grader.plan import GradingPlan, Lesson
+from course_utils.grading.runner import outputs
+from course_utils.grading.runner.limits import Limits
+from course_utils.grading.runner.nbval_runner import Run
+from course_utils.processes import exit_description
+
+
+def compare_checks(plan: GradingPlan, lesson: Lesson, run: Run, rules: dict[str, str]) -> None:
+    """Mark each check cell's record not ok when its outputs differ from the reference's.
+
+    This is the comparison nbval made inside the run when the notebook carried the reference
+    outputs; made here, the reference never enters the sandbox.
+    """
+    for ex_id, (_, check_cell) in plan.cells.items():
+        record = run.records.get(check_cell)
+        if record is None or not record["ok"]:
+            continue
+        if outputs.difference(record.get("outputs", []), lesson.reference[ex_id], rules):
+            record.update(ok=False, problem="the cell's outputs differ from the reference")
+
+
+def exercise_grades(
+    plan: GradingPlan, run: Run, cell_timeout: float, titles: dict[str, str]
+) -> list[ExerciseGrade]:
+    """Every exercise of the plan judged from the run's records (`titles`: id -> title)."""
+    return [
+        judge(
+            ex_id,
+            titles.get(ex_id, ex_id),
+            plan.points.get(ex_id, 1),
+            run.records.get(exercise_cell),
+            run.records.get(check_cell),
+            cell_timeout,
+        )
+        for ex_id, (exercise_cell, check_cell) in plan.cells.items()
+    ]
+
+
+def judge(
+    ex_id: str,
+    title: str,
+    points: int,
+    exercise: dict | None,
+    check: dict | None,
+    cell_timeout: float,
+) -> ExerciseGrade:
+    """The verdict of one exercise from nbval's records of its exercise and check cells."""
+
+    def failed(message: str) -> ExerciseGrade:
+        return ExerciseGrade(ex_id, title, points, FAILED, message)
+
+    context = ""
+    if exercise is not None and not exercise["ok"]:
+        context = f" (your exercise cell did not run cleanly: {_cell_problem(exercise)})"
+    if check is None:
+        return failed("not graded: the notebook stopped before this check ran" + context)
+    result = parse_results(check["stdout"]).get(ex_id)
+    if result is None:
+        if check.get("timed_out") and not check.get("died"):
+            return failed(
+                f"the check did not finish within {cell_timeout:g} s (an endless loop?)" + context
+            )
+        return failed(f"the check printed no verdict: {_cell_problem(check)}{context}")
+    if result.verdict == PASSED and not check["ok"]:
+        extra = check["stdout"].replace(result.line(), "").strip() + "\n" + check["stderr"]
+        extra = extra.strip()
+        return failed(
+            "the check passed, but the check cell's output differs from the reference "
+            "solution's: your code printed or warned during the check"
+            + (f": {outputs.clip(extra, 200)!r}" if extra else "")
+        )
+    return ExerciseGrade(ex_id, title, points, result.verdict, result.message + context)
+
+
+def _cell_problem(rec: dict) -> str:
+    if rec.get("died"):
+        return "the kernel died in it (os._exit, a crash, or out of memory)"
+    if rec.get("problem", "").startswith("Kernel dead"):
+        return "the kernel had died in an earlier cell"
+    if rec.get("ename"):
+        return f"it raised {rec['ename']}: {rec['evalue']}"
+    return rec.get("problem") or "it failed"
+
+
+def _status(plan: GradingPlan, run: Run, limits: Limits) -> tuple[str, str]:
+    """The submission's status and why: the notebook's time limit, a dead kernel, a cell's time
+    limit, nothing run, or a run that ended before its last cell; else ok."""
+    numbers = sorted(run.records)
+    died = [n for n in numbers if run.records[n].get("died")]
+    slow = [n for n in numbers if run.records[n].get("timed_out") and n not in died]
+    where = plan.where
+    stuck = next((n for n in range(plan.code_cell_count()) if n not in run.records), None)
+    if run.timed_out:
+        return TIMEOUT, (
+            f"the notebook ran past its {limits.timeout:g} s limit"
+            + (f" in code cell {stuck}{where(stuck)}" if stuck is not None else "")
+        )
+    if died:
+        return CRASHED, f"the kernel died in code cell {died[0]}{where(died[0])}"
+    if slow:
+        return TIMEOUT, (
+            f"code cell {slow[0]}{where(slow[0])} ran past the {limits.cell_timeout:g} s cell limit"
+        )
+    if not run.records:
+        return ERROR, f"nbval did not run any cell (exit code {run.returncode}); see the log"
+    if stuck is not None:  # pytest itself ended early: killed from inside, or out of a limit
+        return CRASHED, (
+            f"the grading run ended in code cell {stuck}{where(stuck)} "
+            f"({exit_description(run.returncode)})"
+        )
+    return OK, ""

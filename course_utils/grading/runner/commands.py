@@ -1,0 +1,87 @@
+"""The command line and environment of one run, in the sandbox or as the grader's user.
+
+Both run `pytest --nbval` on the notebook with the two plugins (nbval_record, kernel_watch),
+the per-cell time limit, and the run's token and thread counts (`sandbox.run_variables`). In
+the sandbox the notebook and pytest.ini are bound read-only and the record is the one host file
+the run writes; as the grader's user (`course check`, `course grade --no-sandbox`) HOME and
+TMPDIR are the notebook's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from course_utils.grading.runner import sandbox
+from course_utils.grading.runner.limits import Limits
+
+PLUGINS = (f"{__package__}.nbval_record", f"{__package__}.kernel_watch")  # loaded with -p
+RECORD, INI = "cells.jsonl", "pytest.ini"  # the run's own files, in its private folder
+
+
+def command(notebook: Path, limits: Limits, private: Path, token: str):
+    """(argv, environment) of the run of `notebook`; `private` holds the run's own files."""
+    build = _sandboxed if limits.sandbox else _unsandboxed
+    return build(notebook, limits, private, token)
+
+
+def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) -> list[str]:
+    """pytest --nbval on `notebook`, with the record and kernel-watch plugins; paths as the run
+    sees them."""
+    plugins = [arg for name in PLUGINS for arg in ("-p", name)]
+    return [
+        sys.executable, "-m", "pytest", *plugins, "-p", "no:cacheprovider",
+        "-c", ini, "--rootdir", os.path.dirname(notebook), "-o", "addopts=",
+        "-q", "--tb=line", "--color=no",
+        "--nbval", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
+        "--course-record", record, notebook,
+    ]  # fmt: skip
+
+
+def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str):
+    """Command and environment of a run as the grader's user."""
+    (notebook.parent / "tmp").mkdir(exist_ok=True)
+    cmd = pytest_command(
+        str(notebook), str(private / RECORD), str(private / INI), limits.cell_timeout
+    )
+    env = {
+        **os.environ,
+        "HOME": str(notebook.parent),
+        "TMPDIR": str(notebook.parent / "tmp"),
+        **sandbox.run_variables(token, limits.threads),
+    }
+    return cmd, env
+
+
+def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str):
+    """Command and environment of a run in the sandbox: the notebook and pytest.ini are shown
+    read-only; the record file is the one host file it writes."""
+    home, run = sandbox.HOME, sandbox.RUN_DIR
+    files = [
+        (str(notebook), f"{home}/{notebook.name}"),
+        (str(private / INI), f"{run}/{INI}"),
+        *sandbox.identity_files(private),
+    ]
+    read_only, links = sandbox.visible_paths()
+    layout = sandbox.Layout(
+        read_only=tuple(read_only),
+        symlinks=tuple(links),
+        files=tuple(files),
+        writable=((str(private / RECORD), f"{run}/{RECORD}"),),
+        env=sandbox.sandbox_env(token, limits.threads),
+        max_disk=limits.max_disk,
+    )
+    limit = sandbox.limit_command(
+        limits.max_procs,
+        limits.max_memory,
+        limits.max_file_size,
+        limits.cpu_time,
+        shutil.which("prlimit") or "prlimit",
+    )
+    pytest = pytest_command(
+        f"{home}/{notebook.name}", f"{run}/{RECORD}", f"{run}/{INI}", limits.cell_timeout
+    )
+    cmd = sandbox.bwrap_command(layout, limit + pytest, sandbox.find_bwrap() or "bwrap")
+    return cmd, dict(os.environ, **{sandbox.TOKEN: token})

@@ -1,0 +1,190 @@
+"""grader/verdicts: the rules that give points, on records as nbval_record writes them.
+
+Lesson 01's grading plan (exercises 01.1-01.4, each an exercise cell and its check cell); no
+notebook runs here (tests/integration/test_grader.py grades real submissions end to end).
+"""
+
+import nbformat
+import pytest
+from grading_records import cut_off, dead_before, record, run_of
+
+from course_utils.grading.exercises import FAILED, NOT_ATTEMPTED, PASSED
+from course_utils.grading.grader import gradebook, verdicts
+from course_utils.grading.grader.plan import Lesson, build_grading_notebook
+from course_utils.grading.runner import outputs
+from course_utils.grading.runner.limits import Limits
+from course_utils.paths import REPO_ROOT, SANITIZE_FILE
+
+SOLUTIONS = REPO_ROOT / "solutions"
+PASS_01_1 = "[01.1] passed: (8, 3, 4, 4) -> (8, 48) as a view of the same memory\n"
+
+
+@pytest.fixture(scope="module")
+def lesson():
+    return Lesson.load("01", SOLUTIONS)
+
+
+@pytest.fixture(scope="module")
+def plan(lesson):
+    return build_grading_notebook(lesson, nbformat.read(SOLUTIONS / "01_tensors.ipynb", 4))
+
+
+def judge(exercise, check):
+    return verdicts.judge("01.1", "flatten", 2, exercise, check, cell_timeout=10)
+
+
+def test_a_passed_check_earns_the_points():
+    grade = judge(record(5), record(6, PASS_01_1, check="01.1"))
+    assert (grade.verdict, grade.points, grade.max_points) == (PASSED, 2, 2)
+    assert grade.message == "(8, 3, 4, 4) -> (8, 48) as a view of the same memory"
+
+
+def test_a_failed_check_earns_nothing_and_says_why():
+    got = record(6, "[01.1] failed: expected a view, got a copy\n", check="01.1")
+    grade = judge(record(5), got)
+    assert (grade.verdict, grade.points, grade.message) == (
+        FAILED,
+        0,
+        "expected a view, got a copy",
+    )
+    stub = record(6, "[01.1] not attempted yet: replace the stub\n", check="01.1")
+    assert judge(record(5), stub).verdict == NOT_ATTEMPTED
+
+
+def test_a_check_that_never_ran_is_not_graded():
+    grade = judge(record(5), None)
+    assert (grade.verdict, grade.points) == (FAILED, 0)
+    assert grade.message == "not graded: the notebook stopped before this check ran"
+    broken = record(5, raised=("SyntaxError", "invalid syntax"))
+    assert judge(broken, None).message == (
+        "not graded: the notebook stopped before this check ran (your exercise cell did not "
+        "run cleanly: it raised SyntaxError: invalid syntax)"
+    )
+
+
+def test_a_check_past_the_cell_limit_timed_out():
+    grade = judge(record(5), cut_off(6))
+    assert grade.verdict == FAILED
+    assert grade.message == "the check did not finish within 10 s (an endless loop?)"
+
+
+def test_passed_but_printing_during_the_check_earns_nothing():
+    """The check said passed, but the cell's output differs from the reference's (the learner's
+    function printed): nbval would fail the cell, so the exercise fails."""
+    said = record(6, "debug torch.Size([8])\n" + PASS_01_1, stderr="a warning\n", check="01.1")
+    said.update(ok=False, problem="the cell's outputs differ from the reference")
+    grade = judge(record(5), said)
+    assert grade.verdict == FAILED and grade.points == 0
+    assert grade.message.startswith("the check passed, but the check cell's output differs")
+    assert "'debug torch.Size([8])\\na warning'" in grade.message
+    silent = record(6, PASS_01_1, check="01.1")
+    silent.update(ok=False)
+    assert grade.message != judge(record(5), silent).message
+    assert judge(record(5), silent).message.endswith("printed or warned during the check")
+
+
+@pytest.mark.parametrize(
+    "check, says",
+    [
+        (record(6, raised=("NameError", "name 'x' is not defined")), "it raised NameError: name"),
+        (record(6, died=True), "the kernel died in it (os._exit, a crash, or out of memory)"),
+        (dead_before(6), "the kernel had died in an earlier cell"),
+        (record(6, problem=RuntimeError("odd")), "the check printed no verdict: odd"),
+    ],
+)
+def test_a_check_without_a_verdict_says_what_happened(check, says):
+    grade = judge(record(5), check)
+    assert grade.verdict == FAILED and says in grade.message
+
+
+def test_the_exercise_cell_s_trouble_is_added_to_the_verdict():
+    grade = judge(record(5, died=True), dead_before(6))
+    assert grade.message == (
+        "the check printed no verdict: the kernel had died in an earlier cell (your exercise "
+        "cell did not run cleanly: the kernel died in it (os._exit, a crash, or out of memory))"
+    )
+
+
+def test_compare_checks_fails_a_check_whose_output_differs(plan, lesson):
+    rules = outputs.sanitize_rules(SANITIZE_FILE)
+    same = record(6, PASS_01_1, check="01.1")
+    printed = record(9, "debug\n[01.2] passed: every column now has mean 0 and standard "
+                     "deviation 1\n", check="01.2")  # fmt: skip
+    failing = record(14, raised=("NameError", "x"), check="01.3")
+    run = run_of(same, printed, failing)
+    verdicts.compare_checks(plan, lesson, run, rules)
+    assert run.records[6]["ok"] and run.records[6]["problem"] == ""
+    assert not run.records[9]["ok"]
+    assert run.records[9]["problem"] == "the cell's outputs differ from the reference"
+    assert run.records[14]["problem"] == "Cell execution caused an exception"  # left as it was
+    assert 17 not in run.records  # a check that did not run is not invented
+
+
+def test_exercise_grades_judge_every_exercise_of_the_plan(plan):
+    run = run_of(record(5), record(6, PASS_01_1, check="01.1"), record(8), cut_off(9))
+    grades = verdicts.exercise_grades(plan, run, 10, {"01.1": "flatten"})
+    assert [(g.exercise_id, g.title, g.verdict) for g in grades] == [
+        ("01.1", "flatten", PASSED),
+        ("01.2", "01.2", FAILED),
+        ("01.3", "01.3", FAILED),
+        ("01.4", "01.4", FAILED),
+    ]
+    assert "did not finish within 10 s" in grades[1].message
+    assert grades[2].message.startswith("not graded")
+
+
+def everything(plan, but=(), **replaced):
+    """Records of every code cell of the plan, ok, but for those left out or replaced."""
+    cells = range(plan.code_cell_count())
+    return [replaced.get(f"c{n}", record(n)) for n in cells if n not in but]
+
+
+LIMITS = Limits(timeout=60, cell_timeout=10)
+
+
+def test_status_ok_when_every_cell_ran(plan):
+    assert verdicts._status(plan, run_of(*everything(plan)), LIMITS) == (gradebook.OK, "")
+
+
+def test_status_timeout_names_the_cell_the_notebook_limit_cut(plan):
+    run = run_of(*everything(plan, but=range(9, 30)), timed_out=True)
+    assert verdicts._status(plan, run, LIMITS) == (
+        gradebook.TIMEOUT,
+        "the notebook ran past its 60 s limit in code cell 9 (check of 01.2)",
+    )
+
+
+def test_status_crashed_where_the_kernel_died(plan):
+    run = run_of(*everything(plan, c14=record(14, died=True), c15=dead_before(15)))
+    assert verdicts._status(plan, run, LIMITS) == (
+        gradebook.CRASHED,
+        "the kernel died in code cell 14 (check of 01.3)",
+    )
+
+
+def test_status_timeout_for_a_cell_past_its_limit(plan):
+    run = run_of(*everything(plan, c8=cut_off(8)))
+    assert verdicts._status(plan, run, LIMITS) == (
+        gradebook.TIMEOUT,
+        "code cell 8 (exercise 01.2) ran past the 10 s cell limit",
+    )
+
+
+def test_status_error_when_nothing_ran(plan):
+    assert verdicts._status(plan, run_of(returncode=4), LIMITS) == (
+        gradebook.ERROR,
+        "nbval did not run any cell (exit code 4); see the log",
+    )
+
+
+def test_status_crashed_when_the_run_ended_early(plan):
+    """pytest itself ended before the last cell (a submission killed it, or a limit did)."""
+    last = plan.code_cell_count() - 1
+    run = run_of(*everything(plan, but=range(16, last + 1)), returncode=-9)
+    assert verdicts._status(plan, run, LIMITS) == (
+        gradebook.CRASHED,
+        "the grading run ended in code cell 16 (exercise 01.4) (signal 9 (SIGKILL))",
+    )
+    run = run_of(*everything(plan, but=[last]), returncode=1)
+    status, reason = verdicts._status(plan, run, LIMITS)
+    assert status == gradebook.CRASHED and reason.endswith(f"cell {last} (exit code 1)")
