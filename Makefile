@@ -18,7 +18,7 @@ SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv test-torch-min
+	clean-venv test-torch-min test-in-job
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -65,6 +65,19 @@ test-solutions: setup
 
 test-notebooks: setup
 	$(LAB_LOCAL) $(PYTEST) --nbval-lax $(NBVAL_OPTS) notebooks
+
+# The lessons whose cells launch processes (torchrun, Lightning, forked ranks, jobs): the in-job
+# lane runs these (10 on its local route, as the notebook lanes do). IN_JOB_NOTEBOOKS="notebooks/*.ipynb" runs them all.
+LAUNCHING_LESSONS := 05 06 09 10
+IN_JOB_NOTEBOOKS ?= $(wildcard $(foreach n,$(LAUNCHING_LESSONS),notebooks/$(n)_*.ipynb))
+IN_JOB_STYLES ?= step batch-tasks batch-cpus
+
+# The lessons with their kernel inside a Slurm job, started as centres start a learner's server:
+# an srun step (batchspawner), the batch script with cores as tasks (Open OnDemand), the batch
+# script with cores as CPUs. Needs a cluster (.ci/slurm-cluster.sh start); one table at the end.
+test-in-job: setup
+	$(LAB_LOCAL) $(BIN)/python tests/integration/lessons_in_job.py --styles "$(IN_JOB_STYLES)" -- \
+		--nbval-lax $(NBVAL_OPTS) $(IN_JOB_NOTEBOOKS)
 
 release: setup
 	$(BIN)/course release

@@ -201,9 +201,69 @@ def run_all(page, timeout: float) -> float:
     pytest.fail(f"cells still running after {timeout} s: {prompts.all_text_contents()}")
 
 
+def run_cells(page, indices: list[int], timeout: float) -> float:
+    """Run the notebook's cells at `indices` (positions in the .ipynb, markdown included) one after
+    another, as a learner selects a cell and presses Shift+Enter; return the seconds it took."""
+    started = time.monotonic()
+    for index in indices:
+        cell = cell_at(page, index)
+        prompt = cell.locator(".jp-InputArea-prompt")
+        before = prompt.text_content().strip()
+        prompt.click()
+        page.keyboard.press("Escape")  # command mode: Shift+Enter runs the selected cell
+        page.keyboard.press("Shift+Enter")
+        deadline = time.monotonic() + timeout
+        while True:
+            now = prompt.text_content().strip()
+            if now != before and re.fullmatch(r"\[\d+\]:", now):
+                break
+            if time.monotonic() > deadline:
+                screenshot(page, "run-cells-timeout")
+                pytest.fail(f"cell {index} still running after {timeout} s (prompt {now!r})")
+            time.sleep(0.3)
+    return time.monotonic() - started
+
+
+def cell_at(page, index: int):
+    """The cell at position `index` of the notebook on show."""
+    return notebook(page).locator(".jp-Cell").nth(index)
+
+
+def cell_output(page, index: int, mime: str = "") -> str:
+    """The text of a cell's outputs (of one mime type, else all), as the page shows it."""
+    selector = f"[data-mime-type='{mime}']" if mime else ""
+    texts = cell_at(page, index).locator(f".jp-OutputArea-output{selector}").all_text_contents()
+    return "\n".join(texts)
+
+
+# JupyterLab 4 shows a traceback (an "error" output) as text of this type too, like stderr.
+STDERR = "application/vnd.jupyter.stderr"
+
+
 def outputs(page, mime: str) -> list[str]:
     selector = f".jp-OutputArea-output[data-mime-type='{mime}']"
     return notebook(page).locator(selector).all_text_contents()
+
+
+def assert_live_widget_answers(page, name: str) -> None:
+    """Lesson 02's interact control is a live slider (not its text repr, which is all a server
+    without the widget extension shows, with no error); moving it measures that setting."""
+    interact = notebook(page).locator(".widget-interact").first
+    interact.wait_for(timeout=30_000)
+    reprs = re.compile(r"^(interactive|IntSlider|VBox)\(")
+    text_reprs = notebook(page).get_by_text(reprs).count()
+    assert text_reprs == 0, "a widget shown as its text repr: the server lacks the widget extension"
+    slider = interact.locator(".widget-slider").first
+    readout = slider.locator(".widget-readout")
+    before = int(readout.inner_text())
+    slider.locator(".noUi-handle, .ui-slider-handle, [role='slider']").first.press("ArrowRight")
+    after = int(readout.inner_text())
+    assert after == before + 16, f"batch slider went from {before} to {after}, expected +16"
+    assert interact.locator("button", has_text="Run Interact").count() == 0, "no button to press"
+    answer = interact.locator(".jp-OutputArea-output")
+    answer.filter(has_text=f"batch {after},").first.wait_for(timeout=60_000)
+    assert re.search(rf"batch {after}, \d+ thread\(s\): [\d,]+ images/s", answer.first.inner_text())
+    screenshot(interact, f"{name}-widget")
 
 
 def screenshot(target, name: str) -> Path:
