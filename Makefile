@@ -70,7 +70,9 @@ test-notebooks: setup
 # lane runs these (10 on its local route, as the notebook lanes do). IN_JOB_NOTEBOOKS="notebooks/*.ipynb" runs them all.
 LAUNCHING_LESSONS := 05 06 09 10
 IN_JOB_NOTEBOOKS ?= $(wildcard $(foreach n,$(LAUNCHING_LESSONS),notebooks/$(n)_*.ipynb))
-IN_JOB_STYLES ?= step batch-tasks batch-cpus
+# The two ways hubs start a server (an srun step; the batch script, cores as tasks). The third,
+# cores as CPUs, runs with IN_JOB_STYLES="step batch-tasks batch-cpus"; two keep .ci/run short.
+IN_JOB_STYLES ?= step batch-tasks
 
 # The lessons with their kernel inside a Slurm job, started as centres start a learner's server:
 # an srun step (batchspawner), the batch script with cores as tasks (Open OnDemand), the batch

@@ -146,6 +146,22 @@ class LoaderRun:
         return self.held[1:]
 
 
+def _loader_memory(batches_of) -> list[ProcessMemory]:
+    """This process and the workers of this loader's iterator only: another child of this
+    process (a test runner's, a notebook's) is not the loader's."""
+    # PyTorch's worker processes (its iterator's list, 2.6 to 2.14); none in a workerless loader
+    workers = getattr(batches_of, "_workers", [] if batches_of._num_workers == 0 else None)
+    if workers is None:
+        return tree_memory()
+    found = []
+    for pid in [os.getpid(), *(w.pid for w in workers)]:
+        try:
+            found.append(process_memory(pid))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue  # ended meanwhile
+    return found
+
+
 def read_loader(loader, batches: int | None = None, on_batch=None) -> LoaderRun:
     """Read `batches` batches of `loader` (None: a whole epoch) and measure `tree_memory` once
     every worker has had two batches to make: each has opened its data by then, and holds it.
@@ -153,13 +169,14 @@ def read_loader(loader, batches: int | None = None, on_batch=None) -> LoaderRun:
     total = len(loader) if batches is None else min(batches, len(loader))
     measure_at = min(total, 2 * max(loader.num_workers, 1))
     checksum, read, held = 0, 0, []
-    for batch in loader:
+    batches_of = iter(loader)
+    for batch in batches_of:
         checksum += int(batch.sum(dtype=torch.int64))
         if on_batch is not None:
             on_batch(batch)
         read += 1
         if read == measure_at:
-            held = tree_memory()
+            held = _loader_memory(batches_of)
         if read == total:
             break
     return LoaderRun(read, checksum, held)
