@@ -108,7 +108,7 @@ $(MIN_STAMP): requirements.txt pyproject.toml
 test-torch-min: $(MIN_STAMP)
 	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	$(MIN_BIN)/python -m pytest tests --ignore=tests/integration
-	$(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) notebooks
+	$(LAB_LOCAL) $(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) notebooks
 
 PY_SOURCES := course_utils tests benchmarks conftest.py
 lint: setup

@@ -3,6 +3,7 @@ that starts a process fails, naming what it started and how to fix it."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -17,6 +18,9 @@ from course_utils import processes
 # ---------------------------------------------------------------------------- the guard
 
 process_guard.install()
+# torch.compile compiles in this process, not in a pool of compile workers (PyTorch 2.6 starts
+# that pool as processes; the guard would refuse them). Read by inductor when it is imported.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 def _in_integration(path) -> bool:
