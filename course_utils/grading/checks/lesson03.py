@@ -153,18 +153,25 @@ def _diagnosis(events: list[tuple], sizes: list[int], warmup: int, got: float) -
     )
 
 
+def _expect_the_reference_rate(images_per_second, settings, sizes, warmup, where: str) -> None:
+    """The learner's figure on one simulated loop equals timing.images_per_second's, or a
+    CheckFailed that says what the learner's run timed wrong (read from the device's log)."""
+    want, _ = _measure(timing.images_per_second, settings, sizes, warmup)
+    got, events = _measure(images_per_second, settings, sizes, warmup)
+    number = isinstance(got, (int, float)) and not isinstance(got, bool)
+    expect(number, "a number (images per second)", type(got).__name__)
+    if not abs(got - want) <= 1e-9 * want:
+        raise CheckFailed(
+            f"{where}: expected {want:,.1f} images/s, got {got:,.1f}: "
+            f"{_diagnosis(events, sizes, warmup, got)}"
+        )
+
+
 @exercise("03.3", "repair a throughput measurement")
 def check_images_per_second(images_per_second):
     for name, settings, sizes, warmup in _LOOPS:
-        want, _ = _measure(timing.images_per_second, settings, sizes, warmup)
-        got, events = _measure(images_per_second, settings, sizes, warmup)
-        number = isinstance(got, (int, float)) and not isinstance(got, bool)
-        expect(number, "a number (images per second)", type(got).__name__)
-        if not abs(got - want) <= 1e-9 * want:
-            raise CheckFailed(
-                f"{name} loop (simulated), warmup={warmup}: expected {want:,.1f} images/s, got "
-                f"{got:,.1f}: {_diagnosis(events, sizes, warmup, got)}"
-            )
+        where = f"{name} loop (simulated), warmup={warmup}"
+        _expect_the_reference_rate(images_per_second, settings, sizes, warmup, where)
     return (
         "warm-up untimed, the clock read on an idle device and after the last step finished, "
         "no waits inside the loop, images of the timed batches (simulated device- and host-bound "
@@ -236,12 +243,5 @@ def held_out_images_per_second(rng, images_per_second):
                 "device_seconds_per_image": rng.choice([5e-5, 1e-4, 3e-4])}  # fmt: skip
     sizes = [rng.choice([16, 32, 48, 64, 100]) for _ in range(rng.randint(4, 10))]
     warmup = rng.randint(0, 3)
-    want, _ = _measure(timing.images_per_second, settings, sizes, warmup)
-    got, events = _measure(images_per_second, settings, sizes, warmup)
-    number = isinstance(got, (int, float)) and not isinstance(got, bool)
-    expect(number, "a number (images per second)", type(got).__name__)
-    if not abs(got - want) <= 1e-9 * want:
-        raise CheckFailed(
-            f"batches of {sizes}, warmup={warmup} (simulated): expected {want:,.1f} images/s, "
-            f"got {got:,.1f}: {_diagnosis(events, sizes, warmup, got)}"
-        )
+    where = f"batches of {sizes}, warmup={warmup} (simulated)"
+    _expect_the_reference_rate(images_per_second, settings, sizes, warmup, where)
