@@ -215,6 +215,13 @@ def check_most_expensive_operator(most_expensive_operator):
     own = operator_self_times(events)
     top, most = own.most_common(1)[0]
     expect(isinstance(got, str), "an operator's name (a str)", type(got).__name__)
+    regions = {e["name"] for e in events} - set(own)  # annotations such as Optimizer.step#...
+    expect(
+        got not in regions,
+        f"{top!r}, the operator with the largest self time in your trace ({most / 1e3:.3g} ms)",
+        f"{got!r}, an annotated region of the trace, not an operator: rank by self time (an "
+        "operator's own work), not total time (which includes everything inside a region)",
+    )
     expect(
         got in own,
         f"an operator of your trace, such as {top!r}",
