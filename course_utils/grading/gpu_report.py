@@ -1,19 +1,23 @@
 """`make test-gpu`: run everything that needs a GPU, one step at a time, and print one table.
 
     python -m course_utils.grading.gpu_report [--steps benchmarks,references,gpu-tests,lessons]
+                                              [--budget SECONDS]
 
 Steps, each in its own process with a time limit, so one failure (or a dead kernel) does not
 stop the others: the benchmarks and the lesson references (written to course_utils/reference/,
 labelled with device, PyTorch, date and commit: commit them), the tests marked `gpu`, and every
 solution notebook under nbval-lax (their stored outputs come from a CPU, so GPU cells differ; each
 cell must still run). The table at the end: step, passed or failed, seconds. Exit code 1 when a
-step failed, 2 when there is no CUDA GPU.
+step failed, 2 when there is no CUDA GPU. --budget caps the whole run, for a GPU job or a lease
+with a time limit: each step gets what is left of it, and the steps it leaves out are listed as
+not run, so the table still comes out.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from course_utils.tables import text_table
 
 STEPS = ("benchmarks", "references", "gpu-tests", "lessons")
 LESSON_TIMEOUT = 900  # seconds for one notebook, kernel start included
+MIN_STEP_SECONDS = 60  # under --budget, a step is not started with less than this left
 NBVAL = [
     "-m", "pytest", "-p", "course_utils.grading.runner.kernel_watch", "-p", "no:cacheprovider",
     "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-o", "addopts=-ra", "-q",
@@ -61,6 +66,21 @@ def plan(steps=STEPS, root: Path = REPO_ROOT) -> list[Step]:
     return out
 
 
+def run_within(steps: list[Step], budget: float | None, runner, clock=time.monotonic) -> list:
+    """Run the steps in order; with a budget (seconds), each step's limit shrinks to what is left,
+    and once less than a minute is left the rest are reported as not run."""
+    start, outcomes = clock(), []
+    for step in steps:
+        left = None if budget is None else budget - (clock() - start)
+        if left is not None and left < MIN_STEP_SECONDS:
+            outcomes.append(Outcome(step.name, False, 0.0, f"not run: --budget {budget:g} s spent"))
+            continue
+        if left is not None and left < step.timeout:
+            step = Step(step.name, step.argv, left)
+        outcomes.append(runner(step))
+    return outcomes
+
+
 def run_step(step: Step, python: str = sys.executable, cwd: Path = REPO_ROOT) -> Outcome:
     """Run one step, its output streamed; past its time limit the step's whole process tree
     (a notebook's kernel too) is killed and the step failed."""
@@ -90,6 +110,9 @@ def report(outcomes: list[Outcome]) -> str:
 def main(argv=None, runner=run_step, cuda_available=None) -> int:
     p = argparse.ArgumentParser(prog="python -m course_utils.grading.gpu_report")
     p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated from {STEPS}")
+    p.add_argument(
+        "--budget", type=float, default=None, help="seconds for the whole run; later steps: not run"
+    )
     args = p.parse_args(argv)
     chosen = [s.strip() for s in args.steps.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(STEPS))
@@ -104,7 +127,7 @@ def main(argv=None, runner=run_step, cuda_available=None) -> int:
             "make test-gpu needs a CUDA GPU and found none; run it on a GPU node", file=sys.stderr
         )
         return 2
-    outcomes = [runner(step) for step in plan(chosen)]
+    outcomes = run_within(plan(chosen), args.budget, runner)
     print(report(outcomes))
     return 0 if all(o.passed for o in outcomes) else 1
 

@@ -58,3 +58,18 @@ def test_a_failed_step_says_how_it_ended(fake_commands, tmp_path):
     fake_commands({"python": crashed})
     outcome = gpu_report.run_step(gpu_report.Step("lesson 07", ["-m", "x"], 60), "python")
     assert outcome == gpu_report.Outcome("lesson 07", False, 2.0, "signal 11 (SIGSEGV)")
+
+
+def test_a_budget_shrinks_the_limits_and_lists_the_steps_it_leaves_out():
+    clock = iter([0.0, 0.0, 100.0, 250.0]).__next__  # start, then before each of three steps
+    ran = []
+
+    def runner(step):
+        ran.append((step.name, step.timeout))
+        return gpu_report.Outcome(step.name, True, 1.0)
+
+    steps = [gpu_report.Step(name, ["-m", name], 200) for name in ("a", "b", "c")]
+    outcomes = gpu_report.run_within(steps, 280, runner, clock)
+    assert ran == [("a", 200), ("b", 180)]  # b gets the 180 s left of 280, c too few to start
+    assert outcomes[2] == gpu_report.Outcome("c", False, 0.0, "not run: --budget 280 s spent")
+    assert gpu_report.run_within(steps, None, runner) and ran[-1] == ("c", 200)

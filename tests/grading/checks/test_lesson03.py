@@ -262,7 +262,8 @@ def test_reference_answers_pass(exercise_id, answer):
             by_total_time,
             # on 2.14 the total-time winner is an operator; on 2.6, an annotated region
             r"expected 'aten::\w+', (the operator )?with the largest self time in your trace "
-            r"\(.* ms\), got '[^']+', (with \d+% of that|an annotated region .*): rank by self time",
+            r"\(.* ms\), got '[^']+', (with \d+% of that|an annotated region .*): "
+            r"rank by self time",
         ),
         ("03.4", names_a_region, r"got 'Optimizer.step[^']*', an annotated region of the trace"),
         ("03.4", without_a_trace, r"expected a Chrome trace written to trace_path"),
