@@ -155,5 +155,7 @@ $(GPU_SITE)/.installed:
 	fi
 	@touch $@
 
+# GPU_REPORT_OPTS: e.g. "--steps gpu-tests,lessons --budget 600" for a GPU job with a time limit.
+GPU_REPORT_OPTS ?=
 test-gpu: $(GPU_SITE)/.installed
-	$(GPU_RUN) -m course_utils.grading.gpu_report
+	$(GPU_RUN) -m course_utils.grading.gpu_report $(GPU_REPORT_OPTS)

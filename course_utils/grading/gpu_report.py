@@ -1,7 +1,7 @@
 """`make test-gpu`: run everything that needs a GPU, one step at a time, and print one table.
 
     python -m course_utils.grading.gpu_report [--steps benchmarks,references,gpu-tests,lessons]
-                                              [--budget SECONDS]
+                                              [--lessons 05,02] [--budget SECONDS]
 
 Steps, each in its own process with a time limit, so one failure (or a dead kernel) does not
 stop the others: the benchmarks and the lesson references (written to course_utils/reference/,
@@ -49,8 +49,9 @@ class Outcome:
     detail: str = ""
 
 
-def plan(steps=STEPS, root: Path = REPO_ROOT) -> list[Step]:
-    """The commands of the chosen steps, in order."""
+def plan(steps=STEPS, root: Path = REPO_ROOT, lessons: list[str] | None = None) -> list[Step]:
+    """The commands of the chosen steps, in order; `lessons` (numbers such as "05") picks the
+    notebooks and their order, all of them by default."""
     out = []
     if "benchmarks" in steps:
         argv = ["-m", "benchmarks", "--device", "cuda", "--out-dir", str(REFERENCE_DIR)]
@@ -61,7 +62,14 @@ def plan(steps=STEPS, root: Path = REPO_ROOT) -> list[Step]:
         tests = ["-m", "pytest", "-m", "gpu", "-o", "addopts=-ra", "-q", str(root / "tests")]
         out.append(Step("tests marked gpu", tests, 1800))
     if "lessons" in steps:
-        for notebook in sorted((root / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        notebooks = sorted((root / "solutions").glob("[0-9][0-9]_*.ipynb"))
+        if lessons is not None:
+            by_number = {n.name[:2]: n for n in notebooks}
+            unknown = [n for n in lessons if n not in by_number]
+            if unknown:
+                raise ValueError(f"--lessons: {unknown} not among {sorted(by_number)}")
+            notebooks = [by_number[n] for n in lessons]
+        for notebook in notebooks:
             out.append(Step(f"lesson {notebook.stem}", [*NBVAL, str(notebook)], LESSON_TIMEOUT))
     return out
 
@@ -110,6 +118,7 @@ def report(outcomes: list[Outcome]) -> str:
 def main(argv=None, runner=run_step, cuda_available=None) -> int:
     p = argparse.ArgumentParser(prog="python -m course_utils.grading.gpu_report")
     p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated from {STEPS}")
+    p.add_argument("--lessons", default=None, help="e.g. 05,02: these lessons, in this order")
     p.add_argument(
         "--budget", type=float, default=None, help="seconds for the whole run; later steps: not run"
     )
@@ -127,7 +136,12 @@ def main(argv=None, runner=run_step, cuda_available=None) -> int:
             "make test-gpu needs a CUDA GPU and found none; run it on a GPU node", file=sys.stderr
         )
         return 2
-    outcomes = run_within(plan(chosen), args.budget, runner)
+    lessons = None if args.lessons is None else [n.strip() for n in args.lessons.split(",")]
+    try:
+        steps = plan(chosen, lessons=lessons)
+    except ValueError as e:
+        p.error(str(e))
+    outcomes = run_within(steps, args.budget, runner)
     print(report(outcomes))
     return 0 if all(o.passed for o in outcomes) else 1
 

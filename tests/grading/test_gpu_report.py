@@ -1,5 +1,7 @@
 """course_utils.grading.gpu_report: the steps of `make test-gpu` and its one summary table."""
 
+import pytest
+
 from course_utils import processes
 from course_utils.grading import gpu_report
 from course_utils.paths import REPO_ROOT
@@ -15,6 +17,15 @@ def test_plan_runs_benchmarks_references_gpu_tests_and_every_lesson():
     assert "course_utils.grading.runner.kernel_watch" in lesson.argv
     assert "--nbval-lax" in lesson.argv
     assert gpu_report.plan(["lessons"])[0].name == "lesson 00_setup"
+    chosen = [s.name for s in gpu_report.plan(["lessons"], lessons=["05", "02"])]
+    assert chosen == ["lesson 05_distributed_data_parallel", "lesson 02_cpu_to_gpu"]
+
+
+def test_an_unknown_lesson_is_refused_with_the_ones_there_are(capsys):
+    with pytest.raises(SystemExit) as refused:
+        gpu_report.main(["--lessons", "5"], lambda step: None, cuda_available=True)
+    assert refused.value.code == 2
+    assert "--lessons: ['5'] not among ['00', '01'," in capsys.readouterr().err
 
 
 def test_report_counts_failures_and_main_exits_by_them(capsys):
