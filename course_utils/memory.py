@@ -111,7 +111,11 @@ def measure_cpu(shape: StepShape = StepShape(), timeout: float = 120) -> dict[st
 
 
 def _one_thread_env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1"}  # the same work on any machine, no contention
+    """One thread: the same work on any machine, no contention. No GPU: this measures host
+    memory, and where a GPU is visible autograd starts a thread per device, which a forked child
+    cannot inherit ("Unable to handle autograd's threading in combination with fork-based
+    multiprocessing", seen on an H200)."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
 
 
 def measure_cuda(shape: StepShape = StepShape(), device="cuda") -> dict[str, dict]:

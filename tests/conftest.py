@@ -31,8 +31,10 @@ def _in_integration(path) -> bool:
 def no_processes(request):
     """Refuse any process a fast test starts (tests/process_guard.py); the refusal fails it.
 
-    A test that caught the refusal and passed all the same fails here, at teardown."""
-    if _in_integration(request.node.path):
+    A test that caught the refusal and passed all the same fails here, at teardown. A test marked
+    gpu is not in the fast lane: it runs on a GPU node (`make test-gpu`), against the real
+    hardware, DataLoader workers and nvidia-smi included."""
+    if _in_integration(request.node.path) or request.node.get_closest_marker("gpu"):
         yield
         return
     with process_guard.guarding(request.node.nodeid) as started:
@@ -64,6 +66,7 @@ class FakeCommands:
         self.answers = {tuple(shlex.split(k)): v for k, v in answers.items()}
         self.calls: list[tuple[str, ...]] = []
         self.timeouts: list[float] = []  # each call's time limit, beside `calls`
+        self.envs: list[Mapping | None] = []  # each call's environment (None: the caller's)
 
     @staticmethod
     def matches(key: tuple[str, ...], command: tuple[str, ...]) -> bool:
@@ -79,6 +82,7 @@ class FakeCommands:
         command = tuple(str(c) for c in command)
         self.calls.append(command)
         self.timeouts.append(timeout)
+        self.envs.append(env)
         # the longest matching key wins: "nvidia-smi --query-gpu" before "nvidia-smi"
         for key in sorted(self.answers, key=len, reverse=True):
             if self.matches(key, command):
@@ -162,3 +166,13 @@ def pytest_runtest_setup(item):
         if marker in needs.CI_MUST_RUN and needs.in_ci():
             pytest.fail(f"CI must run this test: {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A gloo process group of one rank, in this process (a file store: no process, no port)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()

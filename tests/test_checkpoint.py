@@ -8,7 +8,6 @@ import time
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from course_utils import checkpoint as ck
@@ -88,13 +87,6 @@ def test_compiled_model_saves_plain_keys_and_loads_prefixed_ones(tmp_path):
     fresh = small_model(seed=5)
     load_checkpoint(tmp_path / "raw.pt", model=torch.compile(fresh))
     assert_same_state(fresh.state_dict(), model.state_dict())
-
-
-@pytest.fixture
-def one_rank_group(tmp_path):
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_ddp_model_unwrapped_and_rank0_writes(tmp_path, one_rank_group):

@@ -2,7 +2,9 @@
 
 Peak memory is measured in its own processes: tests/integration/test_failures_runs.py."""
 
-from course_utils import memory
+from pathlib import Path
+
+from course_utils import memory, processes
 
 SMALL = memory.StepShape(batch=64, width=8, depth=3, micro_batches=4, segments=2)
 
@@ -47,3 +49,17 @@ def test_snapshot_summary_names_the_largest_blocks_and_their_lines():
         "      4.0 MiB from train.py:42 step",
         "      1.0 MiB from an unrecorded place",
     ]
+
+
+def test_measure_cpu_runs_on_one_thread_with_no_gpu_visible(fake_commands, monkeypatch):
+    # Autograd starts a thread per visible GPU, and memory_peak forks after its warm-up: on a GPU
+    # node the children failed until the measurement hid the GPUs (it measures host memory).
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+
+    def memory_peak(command):
+        Path(command[command.index("--out") + 1]).write_text('{"big batch": {"peak_bytes": 1}}')
+        return processes.Finished(command, 0, "", "", 0.1)
+
+    fake = fake_commands({"python -m course_utils.jobs.memory_peak": memory_peak})
+    assert memory.measure_cpu(memory.StepShape()) == {"big batch": {"peak_bytes": 1}}
+    assert fake.envs[0]["CUDA_VISIBLE_DEVICES"] == "" and fake.envs[0]["OMP_NUM_THREADS"] == "1"

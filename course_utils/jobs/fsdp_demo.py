@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
 
 from course_utils import distributed
 
@@ -26,6 +27,16 @@ def local_bytes(model: nn.Module) -> int:
         local = p.to_local() if hasattr(p, "to_local") else p
         total += local.numel() * local.element_size()
     return total
+
+
+def shard(model: nn.Module, fully_shard, world_size: int) -> None:
+    """Shard layer by layer (so only one layer is ever gathered at a time) over a CPU mesh. FSDP2's
+    default mesh takes the machine's accelerator: on a GPU node it would move the parameters to
+    cuda:0 while this demo's batches and its gloo group stay on the CPU."""
+    mesh = init_device_mesh("cpu", (world_size,))
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
 
 
 def build_model() -> nn.Module:
@@ -61,9 +72,7 @@ def main(argv=None) -> int:
         raise RuntimeError(f"{route}; FSDP2 needs PyTorch 2.6 or newer")
     model = build_model()
     full = sum(p.numel() * p.element_size() for p in model.parameters())
-    for layer in model:  # shard layer by layer, so only one layer is ever gathered at a time
-        fully_shard(layer)
-    fully_shard(model)
+    shard(model, fully_shard, env.world_size)
     distributed.print0(f"route: {route}, {env.world_size} ranks, backend gloo")
     distributed.barrier()
     distributed.print_line(
