@@ -1,6 +1,7 @@
 """course_utils.reference: results shown with their label when stored, never invented when not."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -46,8 +47,10 @@ def test_label_names_device_version_date_and_commit(fake_commands, monkeypatch):
 def test_the_committed_gpu_references_are_labelled(name):
     ref = reference.load(name)
     assert ref is not None, f"course_utils/reference/{name}.json is committed"
-    assert "H100" in ref["device"] and ref["torch"].startswith("2.")
-    assert len(ref["commit"]) >= 7 and ref["date"] == "2026-11-23"
+    # recorded on a GPU node by `make test-gpu` (an H100; lesson 08's tuning later on an H200)
+    assert ref["device"].startswith("NVIDIA ") and ref["torch"].startswith("2.")
+    assert ref.get("device_type", "cuda") == "cuda"
+    assert len(ref["commit"]) >= 7 and re.fullmatch(r"\d{4}-\d\d-\d\d", ref["date"])
 
 
 def test_save_is_atomic_json(tmp_path):
