@@ -20,6 +20,7 @@ from course_utils.grading.runner import (
 )
 from course_utils.grading.runner.limits import Limits
 from course_utils.grading.runner.nbval_runner import MAX_RECORD_BYTES, read_records
+from course_utils.paths import REPO_ROOT
 
 
 def option(argv, name):
@@ -46,6 +47,7 @@ def test_a_run_as_the_grader_s_user_lives_in_the_notebook_s_folder(tmp_path, mon
     assert option(argv, "-c") == str(tmp_path / "run" / "pytest.ini")
     assert (env["HOME"], env["TMPDIR"]) == (str(notebook.parent), str(notebook.parent / "tmp"))
     assert (notebook.parent / "tmp").is_dir()
+    assert env["COURSE_BUILD_DIR"] == str(notebook.parent / "build")  # never shared between runs
     assert (env[sandbox.TOKEN], env["OMP_NUM_THREADS"], env["INSTRUCTOR_SETTING"]) == (
         "tok",
         "3",
@@ -64,6 +66,7 @@ def test_a_sandboxed_run_sees_its_notebook_and_writes_only_its_record(tmp_path, 
     assert (str(notebook), "/tmp/grading/01_grading.ipynb") in binds
     assert (str(tmp_path / "pytest.ini"), "/run/course/pytest.ini") in binds
     assert (str(tmp_path / "passwd"), "/etc/passwd") in binds
+    assert (str(REPO_ROOT / "cpp"),) * 2 in binds  # the C++ sources, read-only, at their place
     writes = [tuple(argv[i + 1 : i + 3]) for i, a in enumerate(argv) if a == "--bind"]
     assert writes == [
         (str(tmp_path / "cells.jsonl"), "/run/course/cells.jsonl"),

@@ -104,6 +104,7 @@ def test_the_real_whitelist_hides_the_course_and_the_home():
     hidden = [REPO_ROOT / "solutions", REPO_ROOT / "notebooks", REPO_ROOT / "tests", Path.home()]
     sandbox.check_hidden(visible, hidden)  # raises if a visible path holds one of them
     assert all(not link.startswith("/usr") for _, link in links)
+    assert str(REPO_ROOT / "cpp") in visible  # lesson 07 builds against the C++ sources
 
 
 def test_check_hidden_refuses_a_path_that_holds_a_hidden_folder(tmp_path):
@@ -124,6 +125,9 @@ def test_sandbox_env_takes_nothing_from_the_grader(monkeypatch):
     assert env["HOME"] == sandbox.HOME and env["TMPDIR"] == sandbox.WORK
     assert env["PYTHONPATH"] == str(PACKAGE_DIR.parent)
     assert (env["COURSE_GRADE_RUN"], env["OMP_NUM_THREADS"]) == ("tok", "3")
+    # lesson 07's builds: into the run's own tmpfs, against the read-only sources
+    assert env["COURSE_BUILD_DIR"] == sandbox.BUILD and sandbox.BUILD.startswith(sandbox.WORK)
+    assert env["COURSE_CPP_DIR"] == str(REPO_ROOT / "cpp")
 
 
 def test_identity_files_name_only_the_sandbox_user(tmp_path):

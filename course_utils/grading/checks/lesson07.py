@@ -2,7 +2,8 @@
 
 07.1 and 07.2 run what the learner built: the course's C++ loader on the learner's own package
 (two batch sizes), and the learner's own C++ program on a fresh batch; both are compared with
-Python. They need cmake and a C++ compiler, and say so where one is missing.
+Python. They need cmake and a C++ compiler, and say so where one is missing. 07.3 has held-out
+cases: other GPUs, builds and drivers, decided by `course doctor`'s architecture rule.
 """
 
 import tempfile
@@ -11,7 +12,8 @@ from pathlib import Path
 import torch
 
 from course_utils import cpp, export, files
-from course_utils.grading import CheckFailed, call_answer, exercise, expect
+from course_utils.doctor_gpu import arch_supported
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.models import Net
 from course_utils.paths import build_root
 
@@ -142,3 +144,39 @@ def check_diagnose(diagnose):
         )
         expect(got == want, repr(want), repr(got), what)
     return f"all {len(DIAGNOSES)} GPU, build and driver combinations decided correctly"
+
+
+# ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+VERDICTS = ("runs", "update the driver", "rebuild for the GPU")
+GPUS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]
+ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_120",
+         "compute_75", "compute_80", "compute_90", "compute_100"]  # fmt: skip
+
+
+def _verdict(capability, archs, built_with, driver) -> str:
+    """The rule 07.3 teaches, with `course doctor`'s: a cubin that fits runs whatever the driver
+    (within one CUDA major version); else a PTX that fits needs a driver at least as new as
+    the CUDA that made it; else nothing serves the GPU."""
+    if arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
+        return "runs"
+    if arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
+        return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
+    return "rebuild for the GPU"
+
+
+@held_out("07.3", cases=3)
+def held_out_diagnoses(rng, diagnose):
+    """Other GPUs, builds and drivers (CUDA 12.x), drawn until a verdict picked at random comes
+    up, so each verdict is as likely: a table of the visible cases fails them."""
+    want = rng.choice(VERDICTS)
+    while True:
+        capability = rng.choice(GPUS)
+        archs = rng.sample(ARCHS, rng.randint(1, 4))
+        built_with, driver = (12, rng.randint(0, 9)), (12, rng.randint(0, 9))
+        if _verdict(capability, archs, built_with, driver) == want:
+            break
+    got = call_answer(diagnose, capability, list(archs), built_with, driver)
+    expect(got == want, repr(want), repr(got),
+           f"diagnose({capability}, {archs}, built with CUDA 12.{built_with[1]}, "
+           f"driver for CUDA 12.{driver[1]})")  # fmt: skip

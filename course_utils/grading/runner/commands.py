@@ -61,6 +61,8 @@ def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str, vari
         channel.VARIABLE: str(private / channel.FILE),
         "HOME": str(notebook.parent),
         "TMPDIR": str(notebook.parent / "tmp"),
+        # its own build folder: runs side by side (-j) never build into the same one
+        "COURSE_BUILD_DIR": str(notebook.parent / "build"),
         **sandbox.run_variables(token, limits.threads),
     }
     return cmd, env

@@ -5,8 +5,9 @@
 namespaces, so it has no network but loopback, sees only its own processes, and dies with the
 grader (`--die-with-parent`; the PID namespace ends every process in it with its first one).
 The file system it sees is a whitelist (`Layout`): /usr and a few files of /etc, the Python
-installation and the `course_utils` package read-only, at their own paths; one writable tmpfs
-of `max_disk` bytes at /tmp (HOME, TMPDIR, the notebook's folder); a fresh /dev with its own
+installation, the `course_utils` package and the C++ sources (cpp/) read-only, at their own
+paths; one writable tmpfs of `max_disk` bytes at /tmp (HOME, TMPDIR, the notebook's folder, the
+build folder of lesson 07's C++ programs); a fresh /dev with its own
 /dev/shm tmpfs; the run's record file. Everything else (solutions/, the gradebook folder, other
 submissions, the instructor's home) is not there at all. The environment is cleared.
 
@@ -39,6 +40,7 @@ BWRAP_ENV = "COURSE_BWRAP"  # another bwrap executable (tests point it at a fail
 SANDBOX_UID = 65534  # "nobody" inside the sandbox
 WORK = "/tmp"  # the one writable folder: a tmpfs of `max_disk` bytes (TMPDIR)
 HOME = "/tmp/grading"  # HOME, current folder and the notebook's folder, inside WORK
+BUILD = "/tmp/build"  # COURSE_BUILD_DIR: lesson 07's C++ builds and packages, inside WORK
 RUN_DIR = "/run/course"  # the run's own files: pytest.ini (read-only) and the record (written)
 HOSTNAME = "grading"
 TOKEN = "COURSE_GRADE_RUN"  # the variable whose value (one per run) marks every process of a run
@@ -173,10 +175,22 @@ def python_paths(packages: Iterable[str] = RUN_PACKAGES) -> list[str]:
     return _outermost(paths)
 
 
+def course_sources() -> list[str]:
+    """The course's C++ sources, which lesson 07's programs build against (read-only; the build
+    goes to BUILD); none where the course was installed without them."""
+    from course_utils.cpp import cpp_source_dir  # imports torch: only when a layout is built
+
+    try:
+        return [str(cpp_source_dir())]
+    except ValueError:
+        return []
+
+
 def visible_paths() -> tuple[list[str], list[tuple[str, str]]]:
-    """Everything a grading run shows: (read-only paths, system and Python's; symlinks)."""
+    """Everything a grading run shows: (read-only paths: system, Python, the C++ sources;
+    symlinks)."""
     read_only, links = system_layout()
-    return read_only + python_paths(), links
+    return _outermost(read_only + python_paths() + course_sources()), links
 
 
 def _sys_path_entry(package: str) -> str | None:
@@ -232,16 +246,21 @@ def run_variables(token: str, threads: int) -> dict[str, str]:
 
 def sandbox_env(token: str, threads: int) -> dict[str, str]:
     """The whole environment inside the sandbox (bwrap clears everything else)."""
-    return {
+    env = {
         "HOME": HOME,
         "TMPDIR": WORK,
         "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
         "PYTHONPATH": str(PACKAGE_DIR.parent),  # only course_utils is there: see python_paths
+        "COURSE_BUILD_DIR": BUILD,  # the repository's build/ is not there; this run's own is
         "USER": "learner",
         "LOGNAME": "learner",
         "LANG": "C.UTF-8",
         **run_variables(token, threads),
     }
+    sources = course_sources()
+    if sources:  # where the grader found them (COURSE_CPP_DIR or the repository's cpp/)
+        env["COURSE_CPP_DIR"] = sources[0]
+    return env
 
 
 def identity_files(folder: Path) -> list[tuple[str, str]]:

@@ -66,3 +66,24 @@ def test_a_missing_compiler_is_named(monkeypatch):
     monkeypatch.setattr("shutil.which", lambda tool: None)
     built = run_check("07.2", lambda project: project)
     assert built.message.startswith("this check builds and runs C++, but cmake not found on PATH")
+
+
+# ---- held-out cases ------------------------------------------------------------------------
+
+
+def test_07_3_held_out_cases_fail_a_table_of_the_visible_cases(held_out_catches):
+    from course_utils.grading.checks.lesson07 import DIAGNOSES
+
+    table = {(c, tuple(a), b, d): want for c, a, b, d, want in DIAGNOSES}
+
+    def from_the_table(capability, archs, built_with, driver):  # right on the visible cases only
+        return table.get(
+            (tuple(capability), tuple(archs), tuple(built_with), tuple(driver)), "runs"
+        )
+
+    failure = held_out_catches("07.3", diagnose, from_the_table)
+    assert re.fullmatch(
+        r"diagnose\(\(\d+, \d\), \[.*\], built with CUDA 12\.\d, driver for CUDA 12\.\d\): "
+        r"expected '(update the driver|rebuild for the GPU)', got 'runs'",
+        failure,
+    ), failure
