@@ -18,7 +18,7 @@ SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv test-torch-min test-in-job
+	clean-venv test-torch-min test-in-job test-cluster
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -43,10 +43,17 @@ lab: setup
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
 		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG)
 
+# The tests that need a Slurm cluster or a browser (the CI machine's system parts) and take most
+# of the time: `make test-cluster` runs them, and CI runs it after `make test`. Elsewhere they skip.
+CLUSTER_MARKERS := slurm or browser
+
 test: setup lint
 	$(BIN)/course release --check
-	$(PYTEST) tests
-	$(MAKE) test-solutions test-notebooks
+	$(PYTEST) tests -m "not ($(CLUSTER_MARKERS))"
+	$(MAKE) test-solutions
+
+test-cluster: setup
+	$(PYTEST) tests -m "$(CLUSTER_MARKERS)"
 
 # The fast lane: tests that start no process (tests/integration holds the ones that do).
 test-unit: setup
@@ -63,6 +70,7 @@ LAB_LOCAL := COURSE_LAB_LAUNCHER=local
 test-solutions: setup
 	$(LAB_LOCAL) $(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) solutions
 
+# The student versions under nbval-lax (CI runs them on PyTorch 2.6: make test-torch-min).
 test-notebooks: setup
 	$(LAB_LOCAL) $(PYTEST) --nbval-lax $(NBVAL_OPTS) notebooks
 

@@ -75,9 +75,12 @@ def verify_thread_rates(rates, calls, allocated: int, restored: int, batch_size:
         times = [s for threads, s in calls if threads == n]
         expect(len(times) >= 3, f"the step run at least 3 times with {n} thread(s)",
                f"{len(times)} time(s): set the threads before timing", what)  # fmt: skip
-        own = batch_size / statistics.median(times)  # the step's own clock, within a factor
+        # Supported: a rate between those of the slowest and the fastest call the step's own clock
+        # saw (with a margin). Under load one call can take many times another, so a median or
+        # a block mean (torch.utils.benchmark) may sit far from the median call: both are honest.
+        slowest, fastest = batch_size / max(times), batch_size / min(times)
         rate = rates[n]
-        close = isinstance(rate, (int, float)) and own / 3 <= rate <= own * 3
+        close = isinstance(rate, (int, float)) and slowest / 1.5 <= rate <= fastest * 1.5
         expect(
             close,
             f"{n} thread(s): a rate of batch_size / the median step time, as time_fn measured it",
