@@ -18,7 +18,7 @@ SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv test-torch-min test-in-job test-cluster
+	clean-venv test-torch-min test-in-job test-long
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -43,17 +43,18 @@ lab: setup
 	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --ServerApp.port_retries=0 \
 		--IdentityProvider.token=$(TOKEN) --ServerApp.root_dir=$(LAB_DIR) $(ROOT_FLAG)
 
-# The tests that need a Slurm cluster or a browser (the CI machine's system parts) and take most
-# of the time: `make test-cluster` runs them, and CI runs it after `make test`. Elsewhere they skip.
-CLUSTER_MARKERS := slurm or browser
+# The long suites: the tests that need a Slurm cluster or a browser, and the slow ones (lesson 07
+# graded with cold C++ builds, `make lab` served). `make test-long` runs them, and CI runs it after
+# `make test`. Without Slurm or a browser those skip.
+LONG_MARKERS := slurm or browser or slow
 
 test: setup lint
 	$(BIN)/course release --check
-	$(PYTEST) tests -m "not ($(CLUSTER_MARKERS))"
+	$(PYTEST) tests -m "not ($(LONG_MARKERS))"
 	$(MAKE) test-solutions
 
-test-cluster: setup
-	$(PYTEST) tests -m "$(CLUSTER_MARKERS)"
+test-long: setup
+	$(PYTEST) tests -m "$(LONG_MARKERS)"
 
 # The fast lane: tests that start no process (tests/integration holds the ones that do).
 test-unit: setup

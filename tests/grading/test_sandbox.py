@@ -4,6 +4,8 @@ No sandbox runs here (tests/integration/test_sandbox_runs.py runs them): these c
 descriptions the grader turns into a command.
 """
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,27 @@ def test_the_real_whitelist_hides_the_course_and_the_home():
     sandbox.check_hidden(visible, hidden)  # raises if a visible path holds one of them
     assert all(not link.startswith("/usr") for _, link in links)
     assert str(REPO_ROOT / "cpp") in visible  # lesson 07 builds against the C++ sources
+
+
+def _link_chain(path: str) -> list[str]:
+    """`path` and every link it goes through, to the file at the end."""
+    chain = [path]
+    while os.path.islink(chain[-1]):
+        target = os.readlink(chain[-1])
+        chain.append(os.path.normpath(os.path.join(os.path.dirname(chain[-1]), target)))
+    return chain
+
+
+def test_the_compilers_resolve_inside_the_sandbox():
+    # Debian's c++ is /usr/bin/c++ -> /etc/alternatives/c++ -> /usr/bin/g++: lesson 07's builds
+    # failed in the sandbox ("c++ not found on PATH") until /etc/alternatives was shown.
+    visible, _ = sandbox.visible_paths()
+    found = [shutil.which(tool) for tool in ("c++", "cc", "cmake")]
+    if not any(found):
+        pytest.skip("no compiler here to follow")
+    for path in filter(None, found):
+        for hop in _link_chain(path):
+            assert sandbox._covered(hop, visible), f"{hop} (on the way to {path}) is not shown"
 
 
 def test_check_hidden_refuses_a_path_that_holds_a_hidden_folder(tmp_path):
