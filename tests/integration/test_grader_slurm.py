@@ -31,9 +31,8 @@ from course_utils.paths import REPO_ROOT
 pytestmark = [pytest.mark.slurm, pytest.mark.bwrap]
 
 SOLUTIONS, RELEASE = REPO_ROOT / "solutions", REPO_ROOT / "notebooks"
-# A wrong answer in each of these lessons. Not 07: its C++ exercises build in the course's build/
-# and cpp/ folders, which the grading sandbox does not give a submission yet, so every learner
-# loses them there (the feedback says why).
+# A wrong answer in each of these lessons. Not 07: each of its runs builds C++ cold in a folder of
+# its own (about 4 minutes on 2 cores, twice here); test_grader_cpp.py grades it in the sandbox.
 WRONG_IN = ("00", "01", "02", "03", "04", "06")
 # A lesson's longest cell takes up to a minute when three notebooks share two cores: the cell
 # limit stays above it, so only the endless loop meets it.
