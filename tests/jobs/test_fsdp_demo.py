@@ -15,5 +15,6 @@ def test_shards_on_a_cpu_mesh_even_where_the_machine_reports_a_gpu(monkeypatch, 
     fsdp_demo.shard(model, fully_shard, world_size=1)
     assert {p.device.type for p in model.parameters()} == {"cpu"}
     assert {p.device_mesh.device_type for p in model.parameters()} == {"cpu"}
-    x, _ = fsdp_demo.batch(0)
-    assert model(x).shape == (fsdp_demo.BATCH, fsdp_demo.WIDTH)
+    if distributed.fsdp2_trains_on_cpu() is None:  # PyTorch 2.6 shards but cannot run it on a CPU
+        x, _ = fsdp_demo.batch(0)
+        assert model(x).shape == (fsdp_demo.BATCH, fsdp_demo.WIDTH)
