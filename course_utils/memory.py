@@ -101,7 +101,7 @@ def measure_cpu(shape: StepShape = StepShape(), timeout: float = 120) -> dict[st
         # its forked children live in its session: a time-out ends them with it
         done = processes.run(
             [sys.executable, "-m", "course_utils.jobs.memory_peak", *args, "--out", out],
-            timeout=timeout, env=_one_thread_env(),
+            timeout=timeout, env=_host_measurement_env(),
         )  # fmt: skip
         if not done.ok:
             raise RuntimeError(
@@ -110,7 +110,7 @@ def measure_cpu(shape: StepShape = StepShape(), timeout: float = 120) -> dict[st
         return json.loads(out.read_text())
 
 
-def _one_thread_env() -> dict:
+def _host_measurement_env() -> dict:
     """One thread: the same work on any machine, no contention. No GPU: this measures host
     memory, and where a GPU is visible autograd starts a thread per device, which a forked child
     cannot inherit ("Unable to handle autograd's threading in combination with fork-based
