@@ -1,5 +1,5 @@
-"""Running lesson 10's steps: submitted to Slurm where a cluster answers, else with torchrun on
-this machine (a laptop, the grading sandbox), the same program with the same options.
+"""Running lesson 10's steps: submitted to Slurm where a cluster answers, else on this machine
+(a laptop, the grading sandbox), the same program with the same options.
 
     launcher = lab.find_launcher()                  # Launcher("slurm", why) or ("local", why)
     runs = lab.scaling(launcher, data, records)     # 1, 2 and 4 ranks on one node, 2 nodes x 2
@@ -7,9 +7,11 @@ this machine (a laptop, the grading sandbox), the same program with the same opt
 
 On Slurm each shape is one job of slurm/lab_scaling.sh, its size given to sbatch on the command
 line (which overrides the script's header); the sweep is one throttled array of
-slurm/lab_sweep.sh (--array=0-N%K). Locally, one node is `distributed.launch` (torchrun
---standalone), and two nodes are two torchrun agents on this machine that meet on a free port,
-each naming its node (staging.NODE_VARIABLE) so that each stages its own copy.
+slurm/lab_sweep.sh (--array=0-N%K). Locally, `local_run` starts one process per rank, as srun
+does, with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT), forked from a Python that has imported torch once (`local_ranks`); two nodes are
+two groups of ranks on this machine, each naming its node (staging.NODE_VARIABLE) so that each
+stages its own copy.
 The decision is a plain function of what the machine answered (`choose_launcher`).
 """
 
@@ -22,15 +24,14 @@ import itertools
 import os
 import shutil
 import socket
-import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils import processes
+from course_utils import local_ranks, processes
 from course_utils.files import atomic_write_text
 from course_utils.lab_scripts import PROGRAM, srun_program
-from course_utils.launching import launch
 from course_utils.paths import REPO_ROOT
 from course_utils.ranks import local_launch_environ
 from course_utils.staging import JOB_VARIABLE, NODE_VARIABLE
@@ -53,7 +54,7 @@ class Launcher:
 
 def choose_launcher(override: str | None, sbatch: str | None, sinfo_ok: bool,
                     sinfo_says: str = "") -> Launcher:  # fmt: skip
-    """Slurm when sbatch is installed and the controller answered sinfo, else local torchrun;
+    """Slurm when sbatch is installed and the controller answered sinfo, else local ranks;
     `override` (COURSE_LAB_LAUNCHER) decides when set."""
     if override:
         if override not in ("slurm", "local"):
@@ -138,45 +139,41 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _local_nodes(module: str, args: list, shape: Shape, env: dict, timeout: float) -> tuple:
-    """`shape.nodes` torchrun agents on this machine, one per emulated node, that meet on a free
-    port (static rendezvous); returns (exit code, output of every node)."""
-    port = _free_port()
-
-    def agent(node: int):
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={shape.nodes}",
-               f"--node-rank={node}", f"--nproc-per-node={shape.per_node}",
-               "--master-addr=127.0.0.1", f"--master-port={port}", "-m", module, *args]  # fmt: skip
-        return processes.run(cmd, timeout=timeout, merge=True,
-                             env={**env, NODE_VARIABLE: f"node{node}"})  # fmt: skip
-
-    with concurrent.futures.ThreadPoolExecutor(shape.nodes) as pool:
-        done = list(pool.map(agent, range(shape.nodes)))
-    failed = [d for d in done if not d.ok]
-    code = 0 if not failed else (failed[0].returncode if failed[0].returncode is not None else -9)
-    return code, "".join(d.stdout for d in done)
+def rank_environ(base: dict, shape: Shape, rank: int, port: int) -> dict:
+    """What a local rank finds in its environment: `base`, torchrun's variables for its place in
+    `shape` (rank 0 listens on `port`), and, on an emulated node of several, the node's name."""
+    node, local = divmod(rank, shape.per_node)
+    place = {"RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(shape.ranks),
+             "LOCAL_WORLD_SIZE": str(shape.per_node), "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port)}  # fmt: skip
+    if shape.nodes > 1:
+        place[NODE_VARIABLE] = f"node{node}"  # each emulated node stages its own copy
+    return {**base, **place}
 
 
 def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1,
               timeout: float = 300, script: str | None = None) -> Run:  # fmt: skip
-    """Run `python -m module args` locally at `shape` with `threads` torch threads per rank."""
-    args = [str(a) for a in args]
-    extra = {
+    """Run `python -m module args` locally at `shape`, one process per rank (`local_ranks`),
+    with `threads` torch threads per rank."""
+    local = local_launch_environ()  # a kernel inside a Slurm job: its variables set aside
+    base = {
+        **local.environ,
         "OMP_NUM_THREADS": str(threads),
         JOB_VARIABLE: f"local-{os.getpid()}-{next(_LOCAL_JOBS)}",  # a new job: a new copy
         LAUNCHER_VARIABLE: "local",
         "PYTHONUNBUFFERED": "1",
     }
     if script is not None:
-        extra[SCRIPT_VARIABLE] = digest(script)
+        base[SCRIPT_VARIABLE] = digest(script)
+    port, args = _free_port(), tuple(str(a) for a in args)
+    tasks = [local_ranks.Task(module, args, rank_environ(base, shape, rank, port))
+             for rank in range(shape.ranks)]  # fmt: skip
     start = time.monotonic()
-    if shape.nodes == 1:
-        done = launch(module, *args, nproc=shape.per_node, env=extra, timeout=timeout,
-                      check=False, echo=False, torchrun=shape.per_node > 1)  # fmt: skip
-        code, output = done.returncode, done.output
-    else:
-        env = {**local_launch_environ().environ, **extra}
-        code, output = _local_nodes(module, args, shape, env, timeout)
+    with tempfile.TemporaryDirectory(prefix="course-lab-") as folder:
+        log = Path(folder) / f"{name}.log"
+        log.write_text(f"{local.note}\n" if local.note else "")
+        code = local_ranks.run(tasks, log, timeout, preload=(module,))
+        output = log.read_text()
     return Run(name, "local", code, output, time.monotonic() - start)
 
 
@@ -288,9 +285,9 @@ def sweep(
 
 def stage_and_measure(launcher: Launcher, data: Path, out: Path, logs: Path | None = None) -> Run:
     """The staging program: on Slurm at 2 nodes x 2 tasks (every rank stages, one copy per
-    node), here as one process (it is torch-free: torchrun would add nothing but its own
-    start-up; the scaling runs stage on two emulated nodes). The first rank of each node times
-    reading the data set from the shared folder and from its copy."""
+    node), here as one rank (its readings then have the machine to themselves; the scaling runs
+    stage on two emulated nodes). The first rank of each node times reading the data set from
+    the shared folder and from its copy."""
     args = ["--data", str(Path(data).resolve()), "--out", str(Path(out).resolve())]
     logs = logs or Path(out) / "logs"
     if launcher.kind == "slurm":
@@ -311,7 +308,7 @@ def run_script(
     timeout: float = 300,
 ) -> Run:
     """A batch script (a learner's) at `shape`: submitted on Slurm; here, the program its srun
-    line starts, under torchrun, with the script's digest in the run's record."""
+    line starts, one local process per rank, with the script's digest in the run's record."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lab_scaling_yours.sh"
     atomic_write_text(path, script)

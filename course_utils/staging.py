@@ -33,6 +33,10 @@ FALLBACK = "/tmp"
 MARKER = ".staged"  # written last: a copy without it is incomplete
 NODE_VARIABLE = "COURSE_LAB_NODE"  # set only by the lab's local emulation of several nodes
 JOB_VARIABLE = "COURSE_LAB_JOB"  # the local route's stand-in for SLURM_JOB_ID
+# The lab's data set on the shared folder (lab_data writes it): here, so that the staging
+# program reads these names without importing lab_data, which imports torch.
+IMAGES = "images"  # the folder of small files
+ARCHIVE = "images.tar"  # the same folder as one archive
 
 
 @dataclass(frozen=True)

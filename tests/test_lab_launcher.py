@@ -1,10 +1,12 @@
-"""lab: who launches lesson 10's steps (Slurm or local torchrun), the sizes of the study, and
+"""lab: who launches lesson 10's steps (Slurm or local ranks), the sizes of the study, and
 how a batch script's srun line becomes a local launch. No process is started: the answers of
 `sinfo` are injected (processes.run replaced), the launches are tested in tests/integration."""
 
 import pytest
 
 from course_utils import lab, processes
+from course_utils.ranks import DistEnv
+from course_utils.staging import NODE_VARIABLE
 
 
 def test_slurm_when_a_controller_answers_else_local():
@@ -49,3 +51,22 @@ def test_the_study_sizes():
     assert [s.name for s in lab.SHAPES] == ["1x1", "1x2", "1x4", "2x2"]
     assert lab.Shape(2, 2).sbatch_options() == ["--nodes=2", "--ntasks=4", "--ntasks-per-node=2"]
     assert lab.digest("a") != lab.digest("b") and len(lab.digest("a")) == 16
+
+
+def test_a_local_rank_reads_its_place_as_from_a_launcher():
+    base = {"PATH": "/usr/bin", "RANK": "7"}  # a stale rank variable is overwritten
+    two_nodes = lab.Shape(2, 2)
+    envs = [lab.rank_environ(base, two_nodes, rank, 29555) for rank in range(4)]
+    places = [DistEnv.from_environ(env) for env in envs]
+    assert [(p.rank, p.local_rank, p.world_size, p.local_world_size) for p in places] == [
+        (0, 0, 4, 2), (1, 1, 4, 2), (2, 0, 4, 2), (3, 1, 4, 2)
+    ]  # fmt: skip
+    assert {(p.master_addr, p.master_port) for p in places} == {("127.0.0.1", 29555)}
+    assert [env[NODE_VARIABLE] for env in envs] == ["node0", "node0", "node1", "node1"]
+    assert envs[3]["PATH"] == "/usr/bin"
+
+
+def test_one_node_keeps_its_own_name():
+    env = lab.rank_environ({}, lab.Shape(1, 4), 3, 29555)
+    assert NODE_VARIABLE not in env  # the node is this machine: staging names it by host
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("3", "4")

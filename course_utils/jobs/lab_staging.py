@@ -1,7 +1,7 @@
 """Lesson 10's staging step: stage the data set once per node, then time reading it.
 
     srun python -m course_utils.jobs.lab_staging --data runs/10/data --out runs/10/staging
-    (slurm/lab_staging.sh: 2 nodes x 2 tasks; locally, two torchrun agents on this machine)
+    (slurm/lab_staging.sh: 2 nodes x 2 tasks; locally, one rank: lab.stage_and_measure)
 
 Every rank calls `staging.stage`: the first rank of each node unpacks <data>/images.tar onto
 the node's local disk (SLURM_TMPDIR, else TMPDIR, else /tmp), the others wait and use that copy.
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from course_utils import staging
 from course_utils.files import atomic_write_text
-from course_utils.lab_data import ARCHIVE, IMAGES
 from course_utils.ranks import DistEnv
+from course_utils.staging import ARCHIVE, IMAGES
 
 
 def say(line: str) -> None:

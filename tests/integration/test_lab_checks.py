@@ -109,7 +109,7 @@ def test_10_2_the_solution_script_runs_locally(answers, tmp_path, monkeypatch):
     monkeypatch.setenv(lab.LAUNCHER_VARIABLE, "local")
     result = run_check("10.2", answers.scaling_script, tmp_path)
     assert result.passed, result.message
-    assert result.message.endswith("[via local torchrun: no Slurm here]")
+    assert result.message.endswith("[via local ranks: no Slurm here]")
 
 
 def test_10_2_a_script_whose_program_fails_is_reported_with_its_lines(answers, tmp_path,
@@ -118,6 +118,6 @@ def test_10_2_a_script_whose_program_fails_is_reported_with_its_lines(answers, t
     broken = answers.scaling_script().replace('lab_train "$@"', 'lab_train --batch-size 0 "$@"')
     result = run_check("10.2", lambda: broken, tmp_path)
     # job_config refuses the option before training starts: a usage error, exit code 2
-    said = "your script at 1 node x 1 task ended with exit code 2 [via local torchrun: no Slurm"
+    said = "your script at 1 node x 1 task ended with exit code 2 [via local ranks: no Slurm"
     assert result.message.startswith(said), result.message
     assert "--batch-size 0: must be at least 1" in result.message

@@ -1,5 +1,6 @@
-"""Lesson 10 without Slurm, as on a laptop or in the grading sandbox: the lab's steps run with
-torchrun on this machine (two agents for two emulated nodes), and every record is validated."""
+"""Lesson 10 without Slurm, as on a laptop or in the grading sandbox: the lab's steps run on
+this machine, one forked process per rank (two groups of ranks for two emulated nodes), and
+every record is validated."""
 
 import json
 import os

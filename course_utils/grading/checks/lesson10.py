@@ -4,12 +4,13 @@
      the ranks of a node at the same moment: 2 nodes x 2 ranks with SLURM_TMPDIR, 1 node x 2
      with TMPDIR only, 1 rank with neither; Python's audit hooks count who read the archive.
 10.2 reads the learner's scaling script as sbatch does, then runs it at 1 node x 1 task:
-     submitted where a Slurm controller answers, else its srun line's program under torchrun
-     here (lab.run_script); the record it wrote must carry the script's digest.
+     submitted where a Slurm controller answers, else its srun line's program here, one
+     local process per rank (lab.run_script); the record it wrote must carry the script's
+     digest.
 10.3 names the transport in the learner's own 2-node run's log, in the CI cluster's recorded
      one, and in the constructed NCCL excerpts (nccl_excerpts).
 10.4 efficiencies and the rank count, on the learner's own records and on sets the check brings.
-Where a check ran is said as "[via slurm]" or "[via local torchrun: no Slurm here]"; the
+Where a check ran is said as "[via slurm]" or "[via local ranks: no Slurm here]"; the
 sanitize file's "lab launchers" rule makes the two compare equal.
 """
 
@@ -51,7 +52,7 @@ CHECK_SHAPE = lab.Shape(1, 1)  # the set's other sizes come from sbatch's own op
 
 def where(launcher: lab.Launcher) -> str:
     """How a check's run was started, in the words the sanitize file recognises."""
-    return "[via slurm]" if launcher.kind == "slurm" else "[via local torchrun: no Slurm here]"
+    return "[via slurm]" if launcher.kind == "slurm" else "[via local ranks: no Slurm here]"
 
 
 # ---- 10.1 the staging step -----------------------------------------------------------------

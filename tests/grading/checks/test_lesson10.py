@@ -191,7 +191,7 @@ def _local(monkeypatch, run):
 def test_10_2_passes_when_its_run_wrote_a_record_with_the_scripts_digest(monkeypatch, tmp_path):
     _local(monkeypatch, _fake_run(writes=True))
     result = run_check("10.2", script(), tmp_path)
-    assert result.passed and result.message.endswith("[via local torchrun: no Slurm here]")
+    assert result.passed and result.message.endswith("[via local ranks: no Slurm here]")
     assert run_check("10.2", stub, tmp_path).verdict == NOT_ATTEMPTED
 
 
@@ -199,7 +199,7 @@ def test_10_2_fails_when_the_run_fails_or_writes_nothing(monkeypatch, tmp_path):
     _local(monkeypatch, _fake_run(writes=False, code=2))
     failed = run_check("10.2", script(), tmp_path)
     assert failed.message.startswith(
-        "your script at 1 node x 1 task ended with exit code 2 [via local torchrun: no Slurm "
+        "your script at 1 node x 1 task ended with exit code 2 [via local ranks: no Slurm "
         "here]; its last lines:\nrank 0/1 joined"
     )
     _local(monkeypatch, _fake_run(writes=False))

@@ -1,0 +1,95 @@
+"""local_ranks for real: each task a process of its own, forked from the warm server, with its
+own environment and nothing else, its output in the log; a failing rank stops the others, and
+the timeout stops them all."""
+
+import multiprocessing.forkserver
+import os
+import sys
+import textwrap
+import time
+
+import pytest
+
+from course_utils import local_ranks
+
+PROGRAM = """\
+import os, sys, time
+
+what = sys.argv[1]
+print(f"rank {os.environ['RANK']} pid {os.getpid()} argv {sys.argv[1:]} "
+      f"inherited {os.environ.get('ONLY_IN_THE_CALLER', '-')}")
+if what == "fail" and os.environ["RANK"] == "1":
+    sys.exit(3)
+if what == "sleep" or (what == "fail" and os.environ["RANK"] != "1"):
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def program(tmp_path, monkeypatch):
+    """A module `rank_program` the forked ranks can import (they get this sys.path)."""
+    (tmp_path / "rank_program.py").write_text(textwrap.dedent(PROGRAM))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ONLY_IN_THE_CALLER", "leaked")
+    return "rank_program"
+
+
+def _tasks(module, what, ranks):
+    return [local_ranks.Task(module, (what,), {"RANK": str(r), "PATH": os.environ["PATH"]})
+            for r in range(ranks)]  # fmt: skip
+
+
+def test_each_rank_is_its_own_process_with_only_its_environment(program, tmp_path):
+    log = tmp_path / "run.log"
+    assert local_ranks.run(_tasks(program, "ok", 3), log, timeout=60) == 0
+    lines = sorted(line for line in log.read_text().splitlines() if line.startswith("rank "))
+    assert [line.split()[1] for line in lines] == ["0", "1", "2"]
+    pids = {int(line.split()[3]) for line in lines}
+    assert len(pids) == 3 and os.getpid() not in pids
+    assert all("argv ['ok'] inherited -" in line for line in lines), lines
+
+
+def test_a_failing_rank_stops_the_others(program, tmp_path):
+    log = tmp_path / "run.log"
+    start = time.monotonic()
+    assert local_ranks.run(_tasks(program, "fail", 3), log, timeout=100) == 3
+    assert time.monotonic() - start < 60  # the two sleepers were killed, not waited for
+    assert "local launch: rank 1 ended with exit code 3; stopped the others" in log.read_text()
+
+
+def test_the_timeout_ends_every_rank(program, tmp_path):
+    log = tmp_path / "run.log"
+    assert local_ranks.run(_tasks(program, "sleep", 2), log, timeout=3) == -9
+    assert "local launch: killed the ranks after the timeout of 3 s" in log.read_text()
+
+
+def test_an_exception_is_a_failure_with_its_traceback(tmp_path):
+    log = tmp_path / "run.log"
+    tasks = [local_ranks.Task("course_utils.no_such_module", (), {"PATH": os.environ["PATH"]})]
+    assert local_ranks.run(tasks, log, timeout=60) == 1
+    assert "No module named course_utils.no_such_module" in log.read_text()
+
+
+def test_the_server_has_imported_torch(tmp_path):
+    """The point of the fork server: a rank starts with torch already imported."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("import sys\nprint('torch preloaded:', 'torch._dynamo' in sys.modules)\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        log = tmp_path / "run.log"
+        tasks = [local_ranks.Task("probe", (), {"PATH": os.environ["PATH"]})]
+        assert local_ranks.run(tasks, log, timeout=120) == 0
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert "torch preloaded: True" in log.read_text()
+
+
+def test_a_preloaded_program_runs_as_python_m_runs_it(tmp_path):
+    # a new server, so that it preloads the program (the standard library's own tests stop it so)
+    multiprocessing.forkserver._forkserver._stop()
+    log = tmp_path / "run.log"
+    program = "course_utils.jobs.lab_staging"  # importable by the server: an installed package
+    tasks = [local_ranks.Task(program, ("--help",), {"PATH": os.environ["PATH"]})]
+    assert local_ranks.run(tasks, log, timeout=120, preload=(program,)) == 0
+    said = log.read_text()
+    assert "usage:" in said and "Warning" not in said, said
