@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.processes import exit_description
+from course_utils import processes
 
 # What every rank would import before its first step (a DDP program on the CPU or a GPU).
 PRELOAD = ("torch", "torch.distributed", "torch.nn.parallel", "torch._dynamo")
@@ -53,7 +53,9 @@ def _context(preload: Sequence[str]):
 
 
 def _as_module(task: Task, log: str) -> None:
-    """The forked rank: its output to `log`, its own environment, then the program."""
+    """The forked rank: a session of its own (what it starts ends with it), its output to
+    `log`, its own environment, then the program."""
+    os.setsid()
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -105,12 +107,13 @@ def run(tasks: Sequence[Task], log: str | os.PathLike, timeout: float = 300,
             for sentinel in ready:
                 rank, process = running.pop(sentinel)
                 process.join()
+                processes.kill_session(process)  # what the rank left running
                 if process.exitcode != 0 and code == 0:
                     code = process.exitcode
-                    _say(log, f"rank {rank} ended with {exit_description(code)}"
+                    _say(log, f"rank {rank} ended with {processes.exit_description(code)}"
                               + ("; stopped the others" if running else ""))  # fmt: skip
     finally:
         for _, process in running.values():
-            process.kill()
+            processes.kill_session(process)  # the rank and what it started
             process.join()
     return code

@@ -14,6 +14,7 @@ Lessons 05 and 09 launch through it (`distributed.launch`, `failures.provoke`).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.process
 import os
 import signal
 import subprocess
@@ -37,9 +38,10 @@ def exit_description(returncode: int | None) -> str:
         return f"signal {-returncode}"
 
 
-def kill_session(proc: subprocess.Popen) -> None:
+def kill_session(proc: subprocess.Popen | multiprocessing.process.BaseProcess) -> None:
     """SIGKILL every process in the session `proc` leads (started by `started`, or with
-    start_new_session=True): what it started goes too, even when `proc` itself has ended."""
+    start_new_session=True; a lab rank, `local_ranks`): what it started goes too, even when
+    `proc` itself has ended."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 

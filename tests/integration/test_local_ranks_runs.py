@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 
+import psutil
 import pytest
 
 from course_utils import local_ranks
@@ -22,6 +23,9 @@ if what == "fail" and os.environ["RANK"] == "1":
     sys.exit(3)
 if what == "sleep" or (what == "fail" and os.environ["RANK"] != "1"):
     time.sleep(120)
+if what == "leave":  # a rank that leaves a process running behind it
+    import subprocess
+    print("left", subprocess.Popen(["sleep", "300"]).pid, flush=True)
 """
 
 
@@ -93,3 +97,13 @@ def test_a_preloaded_program_runs_as_python_m_runs_it(tmp_path):
     assert local_ranks.run(tasks, log, timeout=120, preload=(program,)) == 0
     said = log.read_text()
     assert "usage:" in said and "Warning" not in said, said
+
+
+def test_what_a_rank_left_running_ends_with_it(program, tmp_path):
+    log = tmp_path / "run.log"
+    assert local_ranks.run(_tasks(program, "leave", 1), log, timeout=60) == 0
+    (left,) = [
+        int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("left")
+    ]
+    time.sleep(0.5)
+    assert not psutil.pid_exists(left) or psutil.Process(left).status() == psutil.STATUS_ZOMBIE
