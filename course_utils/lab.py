@@ -171,7 +171,7 @@ def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="course-lab-") as folder:
         log = Path(folder) / f"{name}.log"
-        log.write_text(f"{local.note}\n" if local.note else "")
+        atomic_write_text(log, f"{local.note}\n" if local.note else "")
         code = local_ranks.run(tasks, log, timeout, preload=(module,))
         output = log.read_text()
     return Run(name, "local", code, output, time.monotonic() - start)

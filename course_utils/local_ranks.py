@@ -14,7 +14,7 @@ a new process with its own environment, its own process group over TCP, and the 
 The fork server never touches a GPU (importing torch does not initialise CUDA), so a forked
 rank initialises CUDA for itself, as a freshly started process does. As with every start method
 of multiprocessing but plain fork, a script (not a notebook) that calls `run` keeps its own
-top-level code under `if __name__ == "__main__":`, for a rank imports the caller's main module.
+top-level code under the `__main__` guard, for a rank imports the caller's main module.
 """
 
 from __future__ import annotations
