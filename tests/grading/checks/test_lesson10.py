@@ -235,6 +235,14 @@ def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
     elsewhere = [_report("cn1", 0, "/var/tmp/x", True)]
     with pytest.raises(lesson10.CheckFailed, match=r"expected a folder under .*cn1, got /var"):
         lesson10._judge(elsewhere, base, "2 nodes")
+    # both ranks unpacked at once and one of them tripped over the other's folders: the
+    # missing lock is what the learner is told, not the clash it caused
+    clash = [_report("cn1", 0, one, True), {**_report("cn1", 1, one, True), "error": "OSError"}]
+    with pytest.raises(lesson10.CheckFailed, match="one rank of cn1 reading the archive, got 2"):
+        lesson10._judge(clash, base, "2 nodes")
+    raised = [_report("cn1", 0, one, True), {**_report("cn1", 1, one, False), "error": "KeyError"}]
+    with pytest.raises(lesson10.CheckFailed, match="rank 1 on cn1: stage_dataset raised KeyError"):
+        lesson10._judge(raised, base, "2 nodes")
 
 
 def test_10_1_a_stub_is_not_attempted_and_a_non_function_fails():
