@@ -161,7 +161,6 @@ def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1
         "OMP_NUM_THREADS": str(threads),
         JOB_VARIABLE: f"local-{os.getpid()}-{next(_LOCAL_JOBS)}",  # a new job: a new copy
         LAUNCHER_VARIABLE: "local",
-        "PYTHONUNBUFFERED": "1",
     }
     if script is not None:
         base[SCRIPT_VARIABLE] = digest(script)

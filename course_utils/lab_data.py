@@ -23,7 +23,6 @@ from course_utils.data import SyntheticCIFAR10
 from course_utils.files import atomic_write
 from course_utils.staging import ARCHIVE, IMAGES  # the layout, named where staging reads it
 
-__all__ = ["ARCHIVE", "IMAGES", "DEFAULT_IMAGES", "OnDisk", "write_dataset", "FolderImages"]
 DEFAULT_IMAGES = 512  # many small files, yet quick to unpack on a 2-core laptop
 _NAME = re.compile(r"^(\d+)_(\d)\.npy$")
 

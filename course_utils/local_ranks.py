@@ -5,9 +5,9 @@ imported torch once: lesson 10's local route, where there is no Slurm to start t
 
 Why not one `python -m` per rank, as srun or torchrun start them: on a 2-core laptop each such
 process spends about 3 s importing torch and 2.5 s more importing torch._dynamo (which the
-DistributedDataParallel constructor imports), before its first step; lesson 10's 15 ranks
-would spend over a minute there. Here multiprocessing's fork server (a clean, single-threaded
-process the standard library starts once) imports `PRELOAD`, and each rank is forked from it:
+DistributedDataParallel constructor imports), before its first step; lesson 10 starts 15
+ranks. Here multiprocessing's fork server (a clean process the standard library starts once,
+in which nothing but imports runs) imports `PRELOAD`, and each rank is forked from it:
 a new process with its own environment, its own process group over TCP, and the program run as
 `python -m` runs it (runpy). What a rank measures is the same; only its start is shorter.
 

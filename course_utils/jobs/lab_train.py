@@ -47,7 +47,7 @@ from course_utils.lab import LAUNCHER_VARIABLE, SCRIPT_VARIABLE
 
 @dataclass(kw_only=True)
 class Options:
-    data: Path = option(help=f"folder holding {lab_data.ARCHIVE}")
+    data: Path = option(help=f"folder holding {staging.ARCHIVE}")
     out: Path = option(help="records folder (rank 0 writes)")
     study: str = option("scaling", "what the record belongs to", choices=lab_records.STUDIES)
     name: str | None = option(None, "default: NODESxRANKS_PER_NODE, or lr-LR")
@@ -100,7 +100,7 @@ def join(args):
 
 
 def stage(args, env) -> tuple[staging.Staged, dict]:
-    staged = staging.stage(args.data / lab_data.ARCHIVE)
+    staged = staging.stage(args.data / staging.ARCHIVE)
     copies: dict[str, int] = {}
     for s in lab_measure.gather(staged.as_dict()):
         copies[s["node"]] = copies.get(s["node"], 0) + int(s["copied"])
@@ -126,7 +126,7 @@ def batches(loader, sampler, count: int):
 
 
 def train(args, env, device, staged):
-    dataset = lab_data.FolderImages(staged.path / lab_data.IMAGES)
+    dataset = lab_data.FolderImages(staged.path / staging.IMAGES)
     sampler = DistributedSampler(dataset, env.world_size, env.rank, shuffle=True, seed=0)
     loader = data.make_loader(dataset, args.batch_size, sampler=sampler, drop_last=True)
     torch.manual_seed(0)

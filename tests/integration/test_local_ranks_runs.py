@@ -4,7 +4,6 @@ the timeout stops them all."""
 
 import multiprocessing.forkserver
 import os
-import sys
 import textwrap
 import time
 
@@ -74,17 +73,14 @@ def test_an_exception_is_a_failure_with_its_traceback(tmp_path):
     assert "No module named course_utils.no_such_module" in log.read_text()
 
 
-def test_the_server_has_imported_torch(tmp_path):
+def test_the_server_has_imported_torch(tmp_path, monkeypatch):
     """The point of the fork server: a rank starts with torch already imported."""
     probe = tmp_path / "probe.py"
     probe.write_text("import sys\nprint('torch preloaded:', 'torch._dynamo' in sys.modules)\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        log = tmp_path / "run.log"
-        tasks = [local_ranks.Task("probe", (), {"PATH": os.environ["PATH"]})]
-        assert local_ranks.run(tasks, log, timeout=120) == 0
-    finally:
-        sys.path.remove(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    log = tmp_path / "run.log"
+    tasks = [local_ranks.Task("probe", (), {"PATH": os.environ["PATH"]})]
+    assert local_ranks.run(tasks, log, timeout=120) == 0
     assert "torch preloaded: True" in log.read_text()
 
 
