@@ -11,9 +11,9 @@ TOKEN ?= $(shell $(PYTHON) -c 'import secrets; print(secrets.token_hex(16))' 2>/
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 KERNEL := $(VENV)/share/jupyter/kernels/course/kernel.json
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
-# kernel_watch: a notebook whose kernel dies (segfault, os._exit) fails that cell at once.
-NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra \
-	-p course_utils.grading.runner.kernel_watch
+# The kernel watch (a notebook whose kernel dies fails that cell at once) is loaded by the root
+# conftest.py, as in every pytest run in the repository.
+NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra
 SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
@@ -134,7 +134,7 @@ clean-venv:
 #   1) where there is internet (any x86_64 Linux; add --platform manylinux2014_aarch64 to
 #      GPU_WHEEL_OPTS for an ARM node):   make gpu-wheels
 #   2) copy the checkout with wheels/ to the GPU node and run:   make test-gpu
-# It runs course_utils.grading.gpu_report: the benchmarks and lesson references (written to
+# It runs course_utils.tooling.gpu_report: the benchmarks and lesson references (written to
 # course_utils/reference/*.json, labelled with device, PyTorch, date and COURSE_COMMIT: commit
 # them; the lessons show them), the `gpu` tests, and every solution notebook under nbval-lax,
 # then one table: step, passed or failed, seconds. Any PyTorch from 2.6 on (the pin is not needed).
@@ -167,4 +167,4 @@ $(GPU_SITE)/.installed:
 # GPU_REPORT_OPTS: e.g. "--steps gpu-tests,lessons --budget 600" for a GPU job with a time limit.
 GPU_REPORT_OPTS ?=
 test-gpu: $(GPU_SITE)/.installed
-	$(GPU_RUN) -m course_utils.grading.gpu_report $(GPU_REPORT_OPTS)
+	$(GPU_RUN) -m course_utils.tooling.gpu_report $(GPU_REPORT_OPTS)

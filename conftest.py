@@ -1,9 +1,13 @@
-"""Repository-wide pytest hooks: mark notebook cells, report each notebook's execution time."""
+"""Repository-wide pytest hooks: mark notebook cells, report each notebook's execution time, and
+load the kernel watch, so that `pytest --nbval-lax notebooks/` typed by hand in the repository
+fails a cell whose kernel died at once instead of waiting out the cell time limit."""
 
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["course_utils.grading.runner.kernel_watch"]
 
 _notebook_seconds: dict[str, float] = defaultdict(float)
 

@@ -76,12 +76,17 @@ def run(
     rates = {n: train_rate(n, device, images, batch_size, threads, epochs, timeout) for n in (1, 2)}
     return {
         **reference.label(NAME, device),
-        "settings": {"images_per_process": images, "batch_size_per_process": batch_size,
-                     "threads_per_process": threads, "epochs": epochs, "measured": "last epoch"},
+        "settings": {
+            "images_per_process": images,
+            "batch_size_per_process": batch_size,
+            "threads_per_process": threads,
+            "epochs": epochs,
+            "measured": "last epoch",
+        },
         "rows": [{"processes": n, "images/s": r, "per process": r / n} for n, r in rates.items()],
         "speedup": rates[2] / rates[1],
         "scaling_efficiency": rates[2] / (2 * rates[1]),
-    }  # fmt: skip
+    }
 
 
 def main(argv=None) -> int:

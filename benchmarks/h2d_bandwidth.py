@@ -36,10 +36,14 @@ def query_link(index: int = 0) -> tuple[int, int] | None:
     if exe is None:
         return None
     done = processes.run(
-        [exe, f"--id={index}", "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-         "--format=csv,noheader,nounits"],
+        [
+            exe,
+            f"--id={index}",
+            "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
+            "--format=csv,noheader,nounits",
+        ],
         timeout=20,
-    )  # fmt: skip
+    )
     try:
         gen, width = (int(v) for v in done.stdout.strip().splitlines()[0].split(","))
     except (ValueError, IndexError):

@@ -20,46 +20,57 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course_utils import lab, lab_data, lab_records, paths, reference, staging, transport
+from course_utils import paths, reference
+from course_utils.lab import cluster, run_records, small_files, staging, transport
 
-NAME = lab.REFERENCE
+NAME = cluster.REFERENCE
 
 
 def transport_lines(log: str) -> str:
     """The lines of a run's log that name its links and time its all-reduce."""
-    keep = [line for line in log.splitlines()
-            if transport.links(line) or transport.allreduce_results(line)
-            or "NCCL INFO" in line]  # fmt: skip
+    keep = [
+        line
+        for line in log.splitlines()
+        if transport.links(line) or transport.allreduce_results(line) or "NCCL INFO" in line
+    ]
     return "\n".join(keep) + "\n"
 
 
 def record(work: Path, cpus_per_task: int, lrs: list[float]) -> dict:
-    launcher = lab.find_launcher()
+    launcher = cluster.find_launcher()
     if launcher.kind != "slurm":
         raise SystemExit(f"no Slurm cluster to record: {launcher.why}")
     data, records = work / "data", work / "records"
-    written = lab_data.write_dataset(data)
+    written = small_files.write_dataset(data)
     failed = []
-    staged = lab.stage_and_measure(launcher, data, work / "staging")
-    runs = lab.scaling(launcher, data, records, cpus_per_task=cpus_per_task)
-    runs += lab.sweep(launcher, data, records, lrs, cpus_per_task=cpus_per_task)
+    staged = cluster.stage_and_measure(launcher, data, work / "staging")
+    runs = cluster.scaling(launcher, data, records, cpus_per_task=cpus_per_task)
+    runs += cluster.sweep(launcher, data, records, lrs, cpus_per_task=cpus_per_task)
     failed = [r for r in [staged, *runs] if not r.ok]
     if failed:
         raise SystemExit(f"{failed[0].name} failed:\n{failed[0].tail(30)}")
     two_nodes = next(r for r in runs if r.name == "2x2")
-    found = lab_records.load(records)
+    found = run_records.load(records)
     widest = next(r for r in found if r["name"] == "2x2")["label"]  # names both nodes
     return {
-        "benchmark": NAME, "device": widest["machine"], "device_type": "cpu",
-        "torch": widest["torch"], "date": datetime.date.today().isoformat(),
-        "commit": paths.commit(), "launcher": "slurm",
-        "settings": {"cpus_per_task": cpus_per_task, "images": written.files, "lrs": lrs,
-                     "jobs": "one after the other (the nodes share one machine's cores)"},
+        "benchmark": NAME,
+        "device": widest["machine"],
+        "device_type": "cpu",
+        "torch": widest["torch"],
+        "date": datetime.date.today().isoformat(),
+        "commit": paths.commit(),
+        "launcher": "slurm",
+        "settings": {
+            "cpus_per_task": cpus_per_task,
+            "images": written.files,
+            "lrs": lrs,
+            "jobs": "one after the other (the nodes share one machine's cores)",
+        },
         "records": [r for r in found if r["study"] == "scaling"],
         "sweep": [r for r in found if r["study"] == "sweep"],
         "staging": staging.load_results(work / "staging"),
         "logs": {"2x2": transport_lines(two_nodes.output)},
-    }  # fmt: skip
+    }
 
 
 def main(argv=None) -> int:

@@ -39,14 +39,26 @@ def run(
     comparison = speed.compare(throughput.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
     return {
         **reference.label(NAME, device),
-        "settings": {"images_per_measurement": images, "repeats": repeats, "compile": compile,
-                     "warmup_steps": warmup, "pairs": pairs, "batch_sizes": list(batch_sizes),
-                     "dataset": f"synthetic CIFAR-10, {dataset_size}",
-                     "steady_allocator": steady},
+        "settings": {
+            "images_per_measurement": images,
+            "repeats": repeats,
+            "compile": compile,
+            "warmup_steps": warmup,
+            "pairs": pairs,
+            "batch_sizes": list(batch_sizes),
+            "dataset": f"synthetic CIFAR-10, {dataset_size}",
+            "steady_allocator": steady,
+        },
         "tune_method": speed.TUNE_METHOD,
         "steps": [
-            {"step": r.step, "images_per_second": r.images_per_second, "kept": r.kept,
-             "note": r.note, "best_per_second": r.best_per_second, "retried": r.retried}
+            {
+                "step": r.step,
+                "images_per_second": r.images_per_second,
+                "kept": r.kept,
+                "note": r.note,
+                "best_per_second": r.best_per_second,
+                "retried": r.retried,
+            }
             for r in results
         ],
         "naive_recipe": vars(throughput.NAIVE),
@@ -54,7 +66,7 @@ def run(
         "naive_images_per_second": comparison.naive,
         "tuned_images_per_second": comparison.tuned,
         "speedup": comparison.speedup,
-    }  # fmt: skip
+    }
 
 
 def main(argv=None) -> int:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 
 def cmd_doctor(args) -> int:
-    from course_utils import doctor
+    from course_utils.doctor import report
 
-    return doctor.main(as_json=args.json)
+    return report.main(as_json=args.json)
 
 
 def cmd_data(args) -> int:
@@ -62,14 +62,16 @@ def cmd_cpp(args) -> int:
         print(f"configured {source} in {folder}; build it with: cmake --build {folder}")
         return 0
     built = cpp.build_project(source, folder, args.target or (), args.cuda_toolkit)
-    print(f"{source}: {'up to date' if built.up_to_date else 'built'} in {folder} "
-          f"({built.seconds:.1f} s)")  # fmt: skip
+    print(
+        f"{source}: {'up to date' if built.up_to_date else 'built'} in {folder} "
+        f"({built.seconds:.1f} s)"
+    )
     return 0
 
 
 def cmd_release(args) -> int:
-    from course_utils.grading.release import ReleaseError, release
     from course_utils.paths import repo_dir
+    from course_utils.tooling.release import ReleaseError, release
 
     solutions = Path(args.solutions) if args.solutions else repo_dir("solutions")
     notebooks = Path(args.notebooks) if args.notebooks else repo_dir("notebooks")

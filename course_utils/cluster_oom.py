@@ -125,8 +125,14 @@ def submit(case: Case, folder, images, timeout: float = 180) -> JobRun:
         raise RuntimeError(f"sbatch refused {case.command()}: {done.stdout}{done.stderr}")
     out = folder / f"{case.name.replace(' ', '-')}.out"
     output = out.read_text() if out.exists() else ""
-    return JobRun(case.name, case.command(), done.returncode, slurm_state(job[1]), output,
-                  kernel_lines(job[1]))  # fmt: skip
+    return JobRun(
+        case.name,
+        case.command(),
+        done.returncode,
+        slurm_state(job[1]),
+        output,
+        kernel_lines(job[1]),
+    )
 
 
 def run_on_cluster(folder, cases=CASES) -> dict[str, JobRun]:

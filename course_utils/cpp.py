@@ -131,12 +131,17 @@ def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False
     """The cmake command that configures `source` in `folder` against this PyTorch's LibTorch."""
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     return [
-        "cmake", "-S", str(source), "-B", str(folder), *generator,
+        "cmake",
+        "-S",
+        str(source),
+        "-B",
+        str(folder),
+        *generator,
         f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
         f"-DCMAKE_MODULE_PATH={cmake_module_dir()}",
         f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}",
         *policy_floor(cmake_version()),
-    ]  # fmt: skip
+    ]
 
 
 def _configure(source: Path, folder: Path, use_cuda_toolkit: bool) -> None:

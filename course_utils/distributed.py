@@ -1,9 +1,11 @@
 """Distributed training: process groups, rank 0 and printing from ranks.
 
 Who this process is comes from `course_utils.ranks` (`DistEnv.from_environ`: torchrun's
-variables, else Slurm's, else rank 0 of 1); launching on this node from `course_utils.launching`
-(`launch`), reading what ranks printed from `course_utils.rank_logs` (`failure_cause`); all are
-re-exported here, where lessons and programs use them. `init_process_group` joins the group with
+variables, else Slurm's, else rank 0 of 1); starting ranks on this node from
+`course_utils.launching` (`launch`: torchrun); reading what ranks printed from
+`course_utils.rank_logs` (`failure_cause`). DESIGN.md lists `DistEnv`, `expand_hostlist` and
+`launch` under this module, so exactly these three are importable here too; every other name
+is imported from the module that defines it. `init_process_group` joins the group with
 the device plan of `device.local_plan` and the backend that plan implies (`backend_for`), and
 records what it chose: `state()`, `is_main_process()` and `collective_device()` read that record.
 Taught in lesson 05.
@@ -12,7 +14,6 @@ Taught in lesson 05.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -21,19 +22,15 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from course_utils import launching
 from course_utils.device import DevicePlan, gpu_count, local_plan
 
-# Re-exported: lessons, programs and checkers use these names from here.
-from course_utils.launching import LaunchResult, launch, torchrun_command  # noqa: F401
-from course_utils.rank_logs import failure_cause, root_cause  # noqa: F401
-from course_utils.ranks import (  # noqa: F401
-    TORCHRUN_VARS,
+# DESIGN.md lists these under this module; each is defined once, where the docstring says.
+from course_utils.launching import launch  # noqa: F401, E402
+from course_utils.ranks import (
     DistEnv,
     batch_script_warning,
-    expand_hostlist,
-    local_launch_environ,
-    port_for_job,
-    tasks_on_node,
+    expand_hostlist,  # noqa: F401, E402
 )
 
 
@@ -103,12 +100,6 @@ def collective_device() -> torch.device:
     return torch.device("cpu")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def join_error(env: DistEnv, port: int, backend: str, timeout: float, error: Exception) -> str:
     """Why the group did not form, naming the real cause when it is not a missing rank."""
     text = f"{type(error).__name__}: {error}"
@@ -158,17 +149,25 @@ def init_process_group(
         torch.cuda.set_device(device)
     port = env.master_port
     if env.source == "none" and "MASTER_PORT" not in os.environ:
-        port = _free_port()  # a lone process: any free port, so two notebooks do not collide
+        port = (
+            launching.free_port()
+        )  # a lone process: any free port, so two notebooks do not collide
     # env:// works under torchrun (which serves the store itself) and under srun (we fill it in).
     os.environ.update(
-        MASTER_ADDR=env.master_addr, MASTER_PORT=str(port),
-        RANK=str(env.rank), WORLD_SIZE=str(env.world_size), LOCAL_RANK=str(env.local_rank),
-    )  # fmt: skip
+        MASTER_ADDR=env.master_addr,
+        MASTER_PORT=str(port),
+        RANK=str(env.rank),
+        WORLD_SIZE=str(env.world_size),
+        LOCAL_RANK=str(env.local_rank),
+    )
     try:
         dist.init_process_group(
-            backend, init_method="env://", rank=env.rank, world_size=env.world_size,
+            backend,
+            init_method="env://",
+            rank=env.rank,
+            world_size=env.world_size,
             timeout=timedelta(seconds=timeout),
-        )  # fmt: skip
+        )
     except Exception as e:  # the store and backends raise several types (DistStoreError, ...)
         raise RuntimeError(join_error(env, port, backend, timeout, e)) from e
     _STATE = GroupState(env, backend, device)

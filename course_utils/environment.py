@@ -2,8 +2,7 @@
 variables set for the length of a block.
 
 The one parser behind DistEnv (torchrun's and Slurm's variables) and hpc (SLURM_CPUS_PER_TASK).
-Lesson 09 sets a rank's variables for one block with `patched_environ` (as
-`failures.patched_environ`).
+Lesson 09 sets a rank's variables for one block with `patched_environ`.
 """
 
 from __future__ import annotations

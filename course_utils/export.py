@@ -30,28 +30,6 @@ import torch
 
 import course_utils
 from course_utils import processes
-from course_utils.cpp import (  # noqa: F401  (re-exported: lesson 07 calls them as export.*)
-    PROGRAMS,
-    TENSOR_MAGIC,
-    Build,
-    CppProgramError,
-    CppResult,
-    build_programs,
-    build_project,
-    cmake_module_dir,
-    cmake_version,
-    configure_command,
-    configure_project,
-    cpp_source_dir,
-    cuda_check,
-    parse_fields,
-    policy_floor,
-    read_tensor,
-    run_model,
-    run_program,
-    toolchain_missing,
-    write_tensor,
-)
 from course_utils.environment import patched_environ
 from course_utils.paths import build_root
 

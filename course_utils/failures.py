@@ -4,9 +4,8 @@
 `FailureRun`: the launch's whole output, the truth the program recorded (which rank it made
 fail, and how), and, for a hang, every rank's Python stack taken with py-spy while it hung.
 `provoke_all` runs several side by side (most of a failure is waiting for a timeout).
-`run_ranks` runs a function on forked gloo ranks within a timeout; `batch_script_problems`
-reads a batch script as sbatch and srun will; `leftover_processes` says whether anything was
-left behind.
+`batch_script_problems` reads a batch script as sbatch and srun will; `leftover_processes` says
+whether anything was left behind. A function on forked gloo ranks: `launching.run_ranks`.
 Taught in lesson 09, with `stacks` (py-spy), `flight_recorder` and `memory`.
 """
 
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import threading
@@ -25,10 +23,8 @@ from pathlib import Path
 
 import psutil
 
-from course_utils import distributed, flight_recorder, sbatch
-from course_utils.environment import patched_environ  # noqa: F401 (lesson 09 calls it from here)
+from course_utils import distributed, rank_logs, sbatch
 from course_utils.files import atomic_write_text
-from course_utils.ranks import local_launch_environ
 from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
@@ -86,8 +82,18 @@ def provoke(
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     truth_path = folder / "truth.json"
-    args = ["--fault", fault, "--faulty-rank", faulty_rank, "--timeout", timeout,
-            "--stall", limit, "--truth", truth_path]  # fmt: skip
+    args = [
+        "--fault",
+        fault,
+        "--faulty-rank",
+        faulty_rank,
+        "--timeout",
+        timeout,
+        "--stall",
+        limit,
+        "--truth",
+        truth_path,
+    ]
     env = {"OMP_NUM_THREADS": "1", **(env or {})}
     stacks: dict[int, str] = {}
     launched, looker = threading.Event(), None
@@ -153,7 +159,7 @@ def error_lines(output: str) -> dict[int, list[str]]:
 def root_cause_rank(output: str) -> int | None:
     """The rank torchrun's summary calls the root cause: the FIRST to exit with an error,
     which in a hang is a rank that waited, not the one that stalled."""
-    root = distributed.root_cause(output)
+    root = rank_logs.root_cause(output)
     return root[0] if root else None
 
 
@@ -175,113 +181,6 @@ def leftover_processes(parent: psutil.Process | None = None) -> list[psutil.Proc
             if p.status() != psutil.STATUS_ZOMBIE:
                 alive.append(p)
     return alive
-
-
-# --- A function run by real ranks (forked), bounded by a timeout ------------------------------
-
-
-class RanksFailed(RuntimeError):
-    """Some ranks raised, or did not finish in time; the message names each and why."""
-
-
-def run_ranks(fn, world_size: int = 2, timeout: float = 3.0, env: dict | None = None) -> list:
-    """Return [fn(rank, world_size) for each rank], each called in a process of its own that
-    joined a gloo group of `world_size`; then every rank meets at a barrier, as the next step
-    of a training loop would.
-
-    The processes are forked, so `fn` may be defined in a notebook. Forking is safe here because
-    the ranks use gloo on the CPU and this process has not touched CUDA; once it has, a forked
-    child cannot use CUDA again (the CUDA notes: use the spawn start method), so run_ranks refuses
-    then, with the way out. `timeout` bounds the join
-    and every collective; a process still alive `timeout` + 5 s after its start is killed, so
-    none is left behind. env: variables set in each rank before it joins, such as
-    TORCH_DISTRIBUTED_DEBUG=DETAIL or the flight recorder's (a rank that fails dumps its
-    record). Raises RanksFailed naming each rank that raised or hung, and NotImplementedError
-    when `fn` is an exercise's stub.
-    """
-    import multiprocessing
-
-    import torch
-
-    if world_size < 1 or timeout <= 0:
-        raise ValueError(f"world_size={world_size} must be >= 1 and timeout={timeout} > 0")
-    if torch.cuda.is_initialized():
-        raise RuntimeError(
-            "run_ranks forks, and this process has already initialized CUDA: a forked child "
-            "cannot use CUDA again (PyTorch's CUDA notes). Run the ranks as programs instead "
-            "(distributed.launch, which starts fresh processes), or use the spawn start method "
-            "with a function importable from a module"
-        )
-    ctx = multiprocessing.get_context("fork")
-    port = distributed._free_port()
-    pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]
-    procs = [
-        ctx.Process(target=_rank_main, args=(fn, rank, world_size, port, timeout, env or {}, w))
-        for rank, (_, w) in enumerate(pipes)
-    ]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + timeout + 5
-    outcomes = {}
-    for rank, (p, (r, _)) in enumerate(zip(procs, pipes)):
-        if r.poll(max(0.0, deadline - time.monotonic())):
-            outcomes[rank] = r.recv()
-        p.join(timeout=max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    return _results(outcomes, world_size, timeout)
-
-
-def _rank_main(fn, rank, world_size, port, timeout, env, conn) -> None:
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    devnull = os.open(os.devnull, os.O_WRONLY)  # the notebook shows no rank's stray output
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    # a kernel inside a Slurm job: the ranks form a group of their own, not the job's
-    local = local_launch_environ().environ
-    os.environ.clear()
-    os.environ.update({**local, "TORCH_DISTRIBUTED_DEBUG": "OFF", **env})
-    dist.set_debug_level_from_env()  # read at import; this rank may differ from its parent
-    try:
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-            timeout=timedelta(seconds=timeout),
-        )  # fmt: skip
-        result = fn(rank, world_size)
-        dist.barrier()
-        conn.send(("ok", result))
-    except BaseException as e:  # reported to the parent, which raises
-        flight_recorder.dump_flight_record(rank)
-        conn.send(("error", type(e).__name__, str(e)))
-    finally:
-        conn.close()
-        os._exit(0)  # a forked child must not run its parent's exit handlers
-
-
-def _short(message: str) -> str:
-    """A collective's fingerprint (TORCH_DISTRIBUTED_DEBUG=DETAIL) without its long device part."""
-    return re.sub(r", TensorDeviceTypes=TensorOptions\(.*?\(nullopt\)\)", "", message)
-
-
-def _results(outcomes: dict, world_size: int, timeout: float) -> list:
-    problems = []
-    for rank in range(world_size):
-        outcome = outcomes.get(rank)
-        if outcome is None:
-            problems.append(f"rank {rank}: did not finish within {timeout:g} s and was killed")
-        elif outcome[0] == "error":
-            if outcome[1] == "NotImplementedError":
-                raise NotImplementedError(outcome[2])
-            message = outcome[2].strip().splitlines()[0] if outcome[2].strip() else ""
-            problems.append(f"rank {rank}: {outcome[1]}: {_short(message)[:600]}")
-    if problems:
-        raise RanksFailed("; ".join(problems))
-    return [outcomes[rank][1] for rank in range(world_size)]
 
 
 # --- Batch scripts that hang: the rules a reader checks ----------------------------------------

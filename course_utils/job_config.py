@@ -104,9 +104,13 @@ def parser(config: type, description: str | None = None) -> argparse.ArgumentPar
         if not required and f.default is not None:
             help = f"{help} (default: {f.default})" if help else f"default: {f.default}"
         p.add_argument(
-            flag, type=kind, required=required, default=None if required else f.default,
-            choices=f.metadata.get("choices"), help=help,
-        )  # fmt: skip
+            flag,
+            type=kind,
+            required=required,
+            default=None if required else f.default,
+            choices=f.metadata.get("choices"),
+            help=help,
+        )
     return p
 
 

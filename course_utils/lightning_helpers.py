@@ -60,13 +60,22 @@ def fit_with_checkpoints(folder, max_steps: int, every_n_steps: int = 5, resume:
         def on_train_batch_end(self, *args):
             CountSteps.ran += 1
 
-    checkpoints = ModelCheckpoint(dirpath=folder, every_n_train_steps=every_n_steps, save_last=True,
-                                  save_top_k=-1, filename="{step}")  # fmt: skip
+    checkpoints = ModelCheckpoint(
+        dirpath=folder,
+        every_n_train_steps=every_n_steps,
+        save_last=True,
+        save_top_k=-1,
+        filename="{step}",
+    )
     trainer = L.Trainer(
-        accelerator="cpu", devices=1, max_steps=max_steps, logger=False,
-        callbacks=[checkpoints, CountSteps()], enable_progress_bar=False,
+        accelerator="cpu",
+        devices=1,
+        max_steps=max_steps,
+        logger=False,
+        callbacks=[checkpoints, CountSteps()],
+        enable_progress_bar=False,
         enable_model_summary=False,
-    )  # fmt: skip
+    )
     last = Path(folder) / "last.ckpt"
     with torch.random.fork_rng():  # leave the notebook's random stream alone
         trainer.fit(lightning_module(0.05), loader, ckpt_path=str(last) if resume else None)

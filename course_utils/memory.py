@@ -101,8 +101,9 @@ def measure_cpu(shape: StepShape = StepShape(), timeout: float = 120) -> dict[st
         # its forked children live in its session: a time-out ends them with it
         done = processes.run(
             [sys.executable, "-m", "course_utils.jobs.memory_peak", *args, "--out", out],
-            timeout=timeout, env=_host_measurement_env(),
-        )  # fmt: skip
+            timeout=timeout,
+            env=_host_measurement_env(),
+        )
         if not done.ok:
             raise RuntimeError(
                 f"memory_peak failed ({done.describe()}):\n{done.stdout}{done.stderr}"

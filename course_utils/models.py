@@ -59,9 +59,12 @@ class TinyNet(nn.Sequential):
 
     def __init__(self, hidden: int = 32, num_classes: int = 10):
         super().__init__(
-            nn.Flatten(), nn.Linear(3 * 32 * 32, hidden), nn.ReLU(), nn.Dropout(0.2),
+            nn.Flatten(),
+            nn.Linear(3 * 32 * 32, hidden),
+            nn.ReLU(),
+            nn.Dropout(0.2),
             nn.Linear(hidden, num_classes),
-        )  # fmt: skip
+        )
 
 
 def count_parameters(model: nn.Module) -> int:

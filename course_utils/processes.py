@@ -40,8 +40,8 @@ def exit_description(returncode: int | None) -> str:
 
 def kill_session(proc: subprocess.Popen | multiprocessing.process.BaseProcess) -> None:
     """SIGKILL every process in the session `proc` leads (started by `started`, or with
-    start_new_session=True; a lab rank, `local_ranks`): what it started goes too, even when
-    `proc` itself has ended."""
+    start_new_session=True; a rank of `launching.run_programs`): what it started goes too, even
+    when `proc` itself has ended."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -138,9 +138,16 @@ def run(
     start = time.monotonic()
     stderr = subprocess.STDOUT if merge else subprocess.PIPE
     with started(
-        command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=stderr, text=True, errors="replace", bufsize=1,
-    ) as proc:  # fmt: skip
+        command,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        errors="replace",
+        bufsize=1,
+    ) as proc:
         timed_out = threading.Event()
 
         def kill_at_limit():
@@ -168,6 +175,9 @@ def run(
             drain.join()
     returncode = None if timed_out.is_set() else proc.returncode
     return Finished(
-        tuple(str(c) for c in command), returncode, "".join(lines), "".join(errors),
+        tuple(str(c) for c in command),
+        returncode,
+        "".join(lines),
+        "".join(errors),
         time.monotonic() - start,
-    )  # fmt: skip
+    )

@@ -88,10 +88,14 @@ def _from_torchrun(environ) -> DistEnv:
     local_size = env_int("LOCAL_WORLD_SIZE", environ, local + 1)
     _validate_local(local, local_size, "LOCAL_RANK", "LOCAL_WORLD_SIZE")
     return DistEnv(
-        rank, local, size,
-        environ.get("MASTER_ADDR", "127.0.0.1"), env_int("MASTER_PORT", environ, DEFAULT_PORT),
-        "torchrun", local_size,
-    )  # fmt: skip
+        rank,
+        local,
+        size,
+        environ.get("MASTER_ADDR", "127.0.0.1"),
+        env_int("MASTER_PORT", environ, DEFAULT_PORT),
+        "torchrun",
+        local_size,
+    )
 
 
 def _validate_local(local_rank: int, local_size: int, rank_name: str, size_name: str) -> None:
@@ -253,13 +257,25 @@ def batch_script_warning(environ=None) -> str | None:
 # Variables that say who a process is in a job: torchrun's, and the MPI launchers' that srun's
 # PMI plugins set. Slurm's are every SLURM_* but the allocation's sizes (LOCAL_LAUNCH_KEEPS).
 LAUNCHER_VARS = (
-    *TORCHRUN_VARS, "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
-    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
-)  # fmt: skip
+    *TORCHRUN_VARS,
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+)
 LAUNCHER_PREFIXES = ("SLURM_", "TORCHELASTIC_", "PMI_", "PMIX_", "OMPI_COMM_WORLD_")
 # What the job gave this node's processes: a local launch runs within it, so it keeps them.
-LOCAL_LAUNCH_KEEPS = ("SLURM_CPUS_PER_TASK", "SLURM_CPUS_ON_NODE", "SLURM_MEM_PER_NODE",
-                      "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_GPU")  # fmt: skip
+LOCAL_LAUNCH_KEEPS = (
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_MEM_PER_NODE",
+    "SLURM_MEM_PER_CPU",
+    "SLURM_MEM_PER_GPU",
+)
 
 
 @dataclass(frozen=True)
@@ -306,6 +322,7 @@ def local_launch_environ(environ: Mapping[str, str] | None = None) -> LocalLaunc
 
 def _most_telling(names: tuple[str, ...]) -> list[str]:
     """The few set-aside names a reader needs to recognise the job: who and how many."""
-    first = [n for n in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_PROCID", *TORCHRUN_VARS)
-             if n in names]  # fmt: skip
+    first = [
+        n for n in ("SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_PROCID", *TORCHRUN_VARS) if n in names
+    ]
     return first or list(names[:3])

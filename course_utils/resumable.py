@@ -151,9 +151,13 @@ class Run:
         """Continue from the newest usable checkpoint, if there is one."""
         rng_before = torch.get_rng_state()
         ckpt = resume_or_start(
-            self.config.ckpt_dir, model=self.model, optimizer=self.optimizer,
-            scheduler=self.scheduler, map_location="cpu", log=self.log,
-        )  # fmt: skip
+            self.config.ckpt_dir,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            map_location="cpu",
+            log=self.log,
+        )
         if ckpt is None:
             return
         _check_same_run(ckpt["config"], self.config)
@@ -165,11 +169,15 @@ class Run:
 
     def save(self) -> None:
         save_checkpoint(
-            checkpoint_path(self.config.ckpt_dir, self.step), model=self.model,
-            optimizer=self.optimizer, scheduler=self.scheduler, epoch=self.epoch, step=self.step,
+            checkpoint_path(self.config.ckpt_dir, self.step),
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            epoch=self.epoch,
+            step=self.step,
             sampler={"epoch": self.epoch, "start": self.position, "seed": self.config.seed},
             config=asdict(self.config),
-        )  # fmt: skip
+        )
         rotate_checkpoints(self.config.ckpt_dir, self.config.keep_last)
 
     def batches(self):

@@ -16,10 +16,18 @@ import shlex
 from dataclasses import dataclass
 
 SHORT = {
-    "-A": "--account", "-c": "--cpus-per-task", "-G": "--gpus", "-J": "--job-name",
-    "-N": "--nodes", "-n": "--ntasks", "-o": "--output", "-e": "--error", "-p": "--partition",
-    "-t": "--time", "-q": "--qos",
-}  # fmt: skip
+    "-A": "--account",
+    "-c": "--cpus-per-task",
+    "-G": "--gpus",
+    "-J": "--job-name",
+    "-N": "--nodes",
+    "-n": "--ntasks",
+    "-o": "--output",
+    "-e": "--error",
+    "-p": "--partition",
+    "-t": "--time",
+    "-q": "--qos",
+}
 FLAGS = {"--requeue", "--no-requeue", "--exclusive", "--overcommit", "--wait"}  # no value
 
 

@@ -54,8 +54,18 @@ def small_shm_prefix(size: int) -> tuple[list[str] | None, str]:
     """The command prefix that runs a command with a private /dev/shm of `size` bytes, and the
     route in words: bubblewrap where installed, else `unshare -m` as root, else (None, why)."""
     if shutil.which("bwrap"):
-        prefix = ["bwrap", "--dev-bind", "/", "/", "--size", str(size), "--tmpfs", "/dev/shm",
-                  "--die-with-parent", "--"]  # fmt: skip
+        prefix = [
+            "bwrap",
+            "--dev-bind",
+            "/",
+            "/",
+            "--size",
+            str(size),
+            "--tmpfs",
+            "/dev/shm",
+            "--die-with-parent",
+            "--",
+        ]
         return prefix, f"bubblewrap: a private tmpfs of {size // 1024} KiB on /dev/shm"
     if shutil.which("unshare") and os.geteuid() == 0:
         mount = f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec "$@"'
@@ -100,8 +110,22 @@ def provoke(
         raise RuntimeError(route)
 
     def one(batch_size: int) -> ShmRun:
-        command = [*prefix, python, "-m", PROGRAM, "--data", str(images), "--open", "mmap",
-                   "--workers", "1", "--batch-size", str(batch_size), "--batches", "2"]  # fmt: skip
+        command = [
+            *prefix,
+            python,
+            "-m",
+            PROGRAM,
+            "--data",
+            str(images),
+            "--open",
+            "mmap",
+            "--workers",
+            "1",
+            "--batch-size",
+            str(batch_size),
+            "--batches",
+            "2",
+        ]
         env = {**os.environ, "PYTHONPATH": str(paths.REPO_ROOT), "OMP_NUM_THREADS": "1"}
         done = processes.run(command, timeout=timeout, env=env, merge=True)
         needs = loader_shm_bytes(batch_size * IMAGE_BYTES, workers=1)
@@ -130,11 +154,21 @@ def record(images, pythons: list[str], size: int = 2**20) -> Path:
         for run in found:
             output = paths.as_learner_sees(run.output.replace(str(prefix), ".venv"))
             output = output.replace(str(images), "images.npy")
-            runs.append({"torch": torch_version, "route": route, "batch_size": run.batch_size,
-                         "needs": run.needs, "returncode": run.returncode,
-                         "output": output})  # fmt: skip
-    label = {"date": datetime.date.today().isoformat(), "commit": paths.commit(),
-             "machine": "the course's build machine (Debian 12, x86_64, 2 cores)"}  # fmt: skip
+            runs.append(
+                {
+                    "torch": torch_version,
+                    "route": route,
+                    "batch_size": run.batch_size,
+                    "needs": run.needs,
+                    "returncode": run.returncode,
+                    "output": output,
+                }
+            )
+    label = {
+        "date": datetime.date.today().isoformat(),
+        "commit": paths.commit(),
+        "machine": "the course's build machine (Debian 12, x86_64, 2 cores)",
+    }
     return reference.save({"label": label, "runs": runs}, paths.REFERENCE_DIR / f"{RECORD}.json")
 
 

@@ -23,25 +23,11 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from course_utils import hpc
-from course_utils.hpc import MALLOC_TUNABLES, steady_allocator  # noqa: F401  (lesson 08)
-from course_utils.profiling import (  # noqa: F401  (lesson 08)
-    documentation_loop,
-    line_report,
-    profile_lines,
-)
 from course_utils.tables import text_table
-from course_utils.throughput import (  # noqa: F401  (lesson 08, benchmarks)
-    AUTOCAST_DTYPES,
-    LOADERS,
+from course_utils.throughput import (
     NAIVE,
-    MemoryLoader,
     Recipe,
-    backend_flags,
-    build,
-    make_loader,
     measure,
-    time_loader,
-    train_steps,
 )
 
 SIDES = ("loader", "compute")
@@ -79,30 +65,63 @@ def tuning_steps(
     """
     cpus = cpus or hpc.allocated_cpus()
     steps = [
-        *(Step(f"batch size {b}", {"batch_size": b},
-               why="fewer, larger steps: less Python and launch overhead per image")
-          for b in batch_sizes),
-        Step(f"{cpus} DataLoader workers", {"num_workers": cpus}, side="loader",
-             why="prepare batches in parallel with training (one per allocated CPU)"),
-        Step("pinned memory, non_blocking", {"pin_memory": True}, needs="cuda", side="loader",
-             why="page-locked buffers: direct, asynchronous copies to the GPU"),
-        Step("channels_last", {"channels_last": True},
-             why="NHWC layout, what tensor-core and oneDNN convolutions prefer"),
-        Step("autocast bf16 (with channels_last)", {"autocast": "bf16", "channels_last": True},
-             why="bfloat16 matmuls and convolutions, float32 where precision matters; NHWC "
-                 "too, as tensor cores and AMX want (bf16 in NCHW can be slower than fp32)"),
-        Step("TF32 and cudnn.benchmark", {"tf32": True, "cudnn_benchmark": True}, needs="cuda",
-             why="tensor-core float32 and the fastest convolution algorithm for these shapes"),
-        Step("torch.compile", {"compile": True},
-             why="fused kernels, less Python per step (compiles on the first steps)"),
-        Step("CUDA graphs (compile mode reduce-overhead)",
-             {"compile": True, "compile_mode": "reduce-overhead"}, needs="cuda",
-             why="record the step's kernel launches once, replay them: no launch overhead per "
-                 "kernel; needs static shapes and no host sync inside the step"),
-        Step("batches from memory", {"loader": "memory", "num_workers": 0, "pin_memory": False},
-             side="loader",
-             why="the whole data set as one tensor on the device: no per-image collate, no copy"),
-    ]  # fmt: skip
+        *(
+            Step(
+                f"batch size {b}",
+                {"batch_size": b},
+                why="fewer, larger steps: less Python and launch overhead per image",
+            )
+            for b in batch_sizes
+        ),
+        Step(
+            f"{cpus} DataLoader workers",
+            {"num_workers": cpus},
+            side="loader",
+            why="prepare batches in parallel with training (one per allocated CPU)",
+        ),
+        Step(
+            "pinned memory, non_blocking",
+            {"pin_memory": True},
+            needs="cuda",
+            side="loader",
+            why="page-locked buffers: direct, asynchronous copies to the GPU",
+        ),
+        Step(
+            "channels_last",
+            {"channels_last": True},
+            why="NHWC layout, what tensor-core and oneDNN convolutions prefer",
+        ),
+        Step(
+            "autocast bf16 (with channels_last)",
+            {"autocast": "bf16", "channels_last": True},
+            why="bfloat16 matmuls and convolutions, float32 where precision matters; NHWC "
+            "too, as tensor cores and AMX want (bf16 in NCHW can be slower than fp32)",
+        ),
+        Step(
+            "TF32 and cudnn.benchmark",
+            {"tf32": True, "cudnn_benchmark": True},
+            needs="cuda",
+            why="tensor-core float32 and the fastest convolution algorithm for these shapes",
+        ),
+        Step(
+            "torch.compile",
+            {"compile": True},
+            why="fused kernels, less Python per step (compiles on the first steps)",
+        ),
+        Step(
+            "CUDA graphs (compile mode reduce-overhead)",
+            {"compile": True, "compile_mode": "reduce-overhead"},
+            needs="cuda",
+            why="record the step's kernel launches once, replay them: no launch overhead per "
+            "kernel; needs static shapes and no host sync inside the step",
+        ),
+        Step(
+            "batches from memory",
+            {"loader": "memory", "num_workers": 0, "pin_memory": False},
+            side="loader",
+            why="the whole data set as one tensor on the device: no per-image collate, no copy",
+        ),
+    ]
     return [s for s in steps if compile or not s.changes.get("compile")]
 
 
@@ -194,8 +213,9 @@ class _Judge:
         """A second verdict on a step dropped before the loader-side step `after` was kept."""
         name, why = f"{step.name} (re-tried)", f" (re-tried after {after!r} was kept)"
         if replace(self.best, **step.changes) == self.best:
-            return StepResult(name, None, False, "re-try not needed: already in the recipe",
-                              retried=True)  # fmt: skip
+            return StepResult(
+                name, None, False, "re-try not needed: already in the recipe", retried=True
+            )
         return self(step, name, why)
 
 
@@ -257,8 +277,11 @@ def bottleneck(loader_rate: float, compute_rate: float, measured_rate: float) ->
     takes as long as the slower part: the slower part's rate over the measured rate bounds the
     speed-up. Rates are images per second (exercise 08.2 asks the learner to write this).
     """
-    for name, rate in (("loader_rate", loader_rate), ("compute_rate", compute_rate),
-                       ("measured_rate", measured_rate)):  # fmt: skip
+    for name, rate in (
+        ("loader_rate", loader_rate),
+        ("compute_rate", compute_rate),
+        ("measured_rate", measured_rate),
+    ):
         if not rate > 0:
             raise ValueError(f"{name}={rate!r}: rates are images per second and must be > 0")
     limit = "loader" if loader_rate < compute_rate else "compute"
@@ -276,15 +299,22 @@ def plot_steps(rows: list[dict], title: str):
     measured = [r for r in rows if r["images_per_second"] is not None][::-1]  # first on top
     fig, ax = plt.subplots(figsize=(7, max(2.5, 0.8 + 0.32 * len(measured))))
     at = range(len(measured))
-    ax.barh([y + 0.2 for y in at], [r["images_per_second"] for r in measured], height=0.4,
-            color=["tab:green" if r["kept"] else "tab:gray" for r in measured])  # fmt: skip
+    ax.barh(
+        [y + 0.2 for y in at],
+        [r["images_per_second"] for r in measured],
+        height=0.4,
+        color=["tab:green" if r["kept"] else "tab:gray" for r in measured],
+    )
     best = [r.get("best_per_second") or 0 for r in measured]
     ax.barh([y - 0.2 for y in at], best, height=0.4, color="tab:blue", alpha=0.5)
     ax.set_yticks(list(at), [r["step"] for r in measured])
     ax.set_xlabel("training throughput (images/s)")
     legend = "green: kept, grey: dropped"
-    legend += (", blue: the best recipe measured beside it" if any(best) else
-               "; the best recipe's rates beside each verdict were not recorded")  # fmt: skip
+    legend += (
+        ", blue: the best recipe measured beside it"
+        if any(best)
+        else "; the best recipe's rates beside each verdict were not recorded"
+    )
     ax.set_title(f"{title}\n{legend}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -36,8 +36,17 @@ from torch.utils.data import Dataset
 from course_utils.files import atomic_write, atomic_write_text
 
 CIFAR10_CLASSES = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)  # fmt: skip
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+)
 # Per-channel mean and std of the CIFAR-10 training images (what the lessons' Normalize undoes).
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -205,8 +214,12 @@ def accept_standin() -> None:
         folder = str(Path(fpath).parent)
         if ok and folder not in _SAID:
             _SAID.add(folder)
-            print(f"data: {folder} is the course's synthetic CIFAR-10 stand-in, not CIFAR-10 "
-                  "(checked against its own checksums)", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"data: {folder} is the course's synthetic CIFAR-10 stand-in, not CIFAR-10 "
+                "(checked against its own checksums)",
+                file=sys.stderr,
+                flush=True,
+            )
         return ok
 
     check_integrity._course_standin = True

@@ -110,9 +110,13 @@ def make_loader(recipe: Recipe, dataset, device, seed: int = 0):
     if recipe.loader == "memory":
         return MemoryLoader(dataset, recipe.batch_size, device, seed)
     return data.make_loader(
-        dataset, recipe.batch_size, num_workers=recipe.num_workers,
-        pin_memory=recipe.pin_memory and device.type == "cuda", seed=seed, drop_last=True,
-    )  # fmt: skip
+        dataset,
+        recipe.batch_size,
+        num_workers=recipe.num_workers,
+        pin_memory=recipe.pin_memory and device.type == "cuda",
+        seed=seed,
+        drop_last=True,
+    )
 
 
 def build(recipe: Recipe, device, seed: int = 0) -> tuple[nn.Module, torch.optim.Optimizer]:
@@ -156,10 +160,17 @@ def train_steps(recipe: Recipe, model, optimizer, loader, device, steps: int | N
         scaler = torch.amp.GradScaler("cuda")  # float16 gradients underflow without scaling
     with backend_flags(recipe):
         return train.train_one_epoch(
-            model, loader, optimizer, device=device, progress=False, max_steps=steps,
-            autocast_dtype=dtype, scaler=scaler, non_blocking=recipe.pin_memory,
+            model,
+            loader,
+            optimizer,
+            device=device,
+            progress=False,
+            max_steps=steps,
+            autocast_dtype=dtype,
+            scaler=scaler,
+            non_blocking=recipe.pin_memory,
             channels_last=recipe.channels_last,
-        )  # fmt: skip
+        )
 
 
 def _endless(loader) -> Iterator:
@@ -196,10 +207,11 @@ def measure(
     steps = max(1, images // recipe.batch_size)
     blocks = min(blocks, steps)
     rates = [
-        train_steps(recipe, model, optimizer, itertools.islice(batches, steps // blocks),
-                    device, None).images_per_second
+        train_steps(
+            recipe, model, optimizer, itertools.islice(batches, steps // blocks), device, None
+        ).images_per_second
         for _ in range(blocks)
-    ]  # fmt: skip
+    ]
     return statistics.median(rates)
 
 

@@ -17,9 +17,16 @@ from collections.abc import Iterator
 import pytest
 
 PROCESS_EVENTS = frozenset(
-    {"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.system", "os.exec",
-     "os.spawn"}
-)  # fmt: skip
+    {
+        "subprocess.Popen",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.system",
+        "os.exec",
+        "os.spawn",
+    }
+)
 STATE: dict = {"test": None, "started": []}  # the guarded test's id; what it tried to start
 
 

@@ -41,8 +41,9 @@ def test_host_work_moves_only_the_host_clock():
 
 def test_train_step_pays_its_first_call_once_and_pipelines_with_the_device():
     dev = SimulatedDevice(launch_overhead=0.0)
-    step = SimulatedTrainStep(dev, host_seconds=0.001, device_seconds_per_image=0.001,
-                              first_call_seconds=0.5)  # fmt: skip
+    step = SimulatedTrainStep(
+        dev, host_seconds=0.001, device_seconds_per_image=0.001, first_call_seconds=0.5
+    )
     step(range(10))  # host 0.5 + 0.001, then 10 ms queued
     assert dev.clock() == pytest.approx(0.501) and step.calls == 1
     step(range(10)), step(range(10))  # device-bound: the host runs ahead of the queue

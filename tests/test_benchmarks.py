@@ -49,7 +49,7 @@ def test_train_throughput(tmp_path, capsys, monkeypatch):
         "--repeats",
         "1",
         "--dataset-size",
-        "256",  # fmt: skip
+        "256",
         "--batch-sizes",
         "64",
         "--compile",

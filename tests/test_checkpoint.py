@@ -42,9 +42,16 @@ def assert_same_state(a: dict, b: dict):
 def test_round_trip_restores_every_part(tmp_path):
     model, opt, sched, scaler = trained()
     path = save_checkpoint(
-        tmp_path / "c.pt", model=model, optimizer=opt, scheduler=sched, scaler=scaler,
-        epoch=3, step=42, sampler={"epoch": 3, "start": 64}, config={"lr": 0.01, "name": "x"},
-    )  # fmt: skip
+        tmp_path / "c.pt",
+        model=model,
+        optimizer=opt,
+        scheduler=sched,
+        scaler=scaler,
+        epoch=3,
+        step=42,
+        sampler={"epoch": 3, "start": 64},
+        config={"lr": 0.01, "name": "x"},
+    )
     assert path == tmp_path / "c.pt"
     model2, opt2, sched2, scaler2 = trained(seed=1)
     scaler2 = torch.amp.GradScaler("cpu", init_scale=2.0)
@@ -112,12 +119,18 @@ def test_map_location_moves_tensors(tmp_path):
     [
         ({}, 0, "cpu"),  # a CPU node
         ({}, 1, "cuda:0"),  # a notebook on a GPU node
-        ({"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, 2,
-         "cuda:1"),  # rank 1 loads onto its own GPU, not rank 0's
-        ({"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}, 1,
-         "cuda:0"),  # two ranks sharing one GPU
+        (
+            {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
+            2,
+            "cuda:1",
+        ),  # rank 1 loads onto its own GPU, not rank 0's
+        (
+            {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"},
+            1,
+            "cuda:0",
+        ),  # two ranks sharing one GPU
     ],
-)  # fmt: skip
+)
 def test_default_map_location_is_this_ranks_device(fake_gpus, monkeypatch, environ, gpus, device):
     fake_gpus(gpus)
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "SLURM_PROCID"):
@@ -200,8 +213,10 @@ def write_bad(kind: str, path, good_file):
     elif kind == "missing keys":
         torch.save({"weights": torch.zeros(3)}, path)
     elif kind == "malicious":
-        torch.save({"format": ck.FORMAT, "model": Payload(path.parent / "PWNED"), "epoch": 0,
-                    "step": 0}, path)  # fmt: skip
+        torch.save(
+            {"format": ck.FORMAT, "model": Payload(path.parent / "PWNED"), "epoch": 0, "step": 0},
+            path,
+        )
     elif kind == "plain pickle":
         path.write_bytes(pickle.dumps(Payload(path.parent / "PWNED")))
     else:

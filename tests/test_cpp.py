@@ -98,9 +98,12 @@ CMAKE_VERSION = "cmake version 4.0.3\n\nCMake suite maintained and supported by 
 def test_build_configures_once_then_builds_within_its_limit(toolchain, fake_commands):
     source, folder = toolchain
     fake = fake_commands(
-        {"cmake --version": CMAKE_VERSION, "cmake -S": "-- Configuring done\n",
-         "cmake --build": "[2/2] Linking CXX executable example\n"}
-    )  # fmt: skip
+        {
+            "cmake --version": CMAKE_VERSION,
+            "cmake -S": "-- Configuring done\n",
+            "cmake --build": "[2/2] Linking CXX executable example\n",
+        }
+    )
     built = cpp.build_project(source, folder)
     assert built.configured and not built.up_to_date
     configure, build = fake.calls[1], fake.calls[2]
@@ -119,17 +122,27 @@ def test_nothing_to_compile_is_up_to_date(toolchain, fake_commands):
     built = cpp.build_project(source, folder, targets=["example"])
     assert not built.configured and built.up_to_date
     assert fake.calls == [
-        ("cmake", "--build", str(folder), "--parallel", str(cpp.allocated_cpus()),
-         "--target", "example")
-    ]  # fmt: skip
+        (
+            "cmake",
+            "--build",
+            str(folder),
+            "--parallel",
+            str(cpp.allocated_cpus()),
+            "--target",
+            "example",
+        )
+    ]
 
 
 def test_a_failed_or_hung_build_says_how_and_shows_its_last_lines(toolchain, fake_commands):
     source, folder = toolchain
     failed = processes.Finished(("cmake",), 2, "[1/2] Building\n", "main.cpp:3: error: x\n", 1.0)
     fake_commands({"cmake --version": CMAKE_VERSION, "cmake -S": "", "cmake --build": failed})
-    with pytest.raises(cpp.CppProgramError, match=r"cmake --build failed \(exit code 2\):\n"
-                       r"\[1/2\] Building\nmain.cpp:3: error: x"):  # fmt: skip
+    with pytest.raises(
+        cpp.CppProgramError,
+        match=r"cmake --build failed \(exit code 2\):\n"
+        r"\[1/2\] Building\nmain.cpp:3: error: x",
+    ):
         cpp.build_project(source, folder)
     hung = processes.Finished(("cmake",), None, "[1/2] Building\n", "", 5.0)
     fake_commands({"cmake --version": CMAKE_VERSION, "cmake -S": "", "cmake --build": hung})

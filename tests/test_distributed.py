@@ -9,20 +9,25 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_utils import distributed, processes, ranks
+from course_utils import distributed, launching, processes, ranks
 from course_utils.device import plan_device
-from course_utils.distributed import DistEnv, expand_hostlist, port_for_job
 from course_utils.jobs import ddp_train
+from course_utils.ranks import DistEnv, expand_hostlist, port_for_job
 
 ASSETS = Path(__file__).parent / "assets"
 
 
 def test_torchrun_variables_win_over_slurm():
     environ = {
-        "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
-        "MASTER_ADDR": "cn1", "MASTER_PORT": "1234",
-        "SLURM_PROCID": "0", "SLURM_NTASKS": "2",
-    }  # fmt: skip
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "cn1",
+        "MASTER_PORT": "1234",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "2",
+    }
     assert DistEnv.from_environ(environ) == DistEnv(3, 1, 4, "cn1", 1234, "torchrun", 2)
 
 
@@ -37,9 +42,13 @@ def test_slurm_variables_and_first_host(monkeypatch):
     monkeypatch.setattr(ranks.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(processes, "run", scontrol)
     environ = {
-        "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8",
-        "SLURM_JOB_NODELIST": "gpu[07-10]", "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "0",
-    }  # fmt: skip
+        "SLURM_PROCID": "5",
+        "SLURM_LOCALID": "1",
+        "SLURM_NTASKS": "8",
+        "SLURM_JOB_NODELIST": "gpu[07-10]",
+        "SLURM_JOB_ID": "123456",
+        "SLURM_STEP_ID": "0",
+    }
     env = DistEnv.from_environ(environ)
     assert (env.rank, env.local_rank, env.world_size, env.source) == (5, 1, 8, "slurm")
     assert env.local_world_size == 2  # without a per-node count: at least local rank + 1
@@ -50,14 +59,25 @@ def test_slurm_variables_and_first_host(monkeypatch):
 
 def test_first_host_without_scontrol_uses_our_parser(monkeypatch):
     monkeypatch.setattr(ranks.shutil, "which", lambda name: None)
-    environ = {"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0",
-               "SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "cn[3-4]"}  # fmt: skip
+    environ = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "2",
+        "SLURM_STEP_ID": "0",
+        "SLURM_JOB_ID": "5",
+        "SLURM_JOB_NODELIST": "cn[3-4]",
+    }
     assert DistEnv.from_environ(environ).master_addr == "cn3"
 
 
 def test_slurm_respects_master_addr_and_port():
-    environ = {"SLURM_PROCID": "0", "SLURM_NTASKS": "1", "SLURM_JOB_NODELIST": "cn1",
-               "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "4242", "SLURM_JOB_ID": "7"}  # fmt: skip
+    environ = {
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "1",
+        "SLURM_JOB_NODELIST": "cn1",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "4242",
+        "SLURM_JOB_ID": "7",
+    }
     env = DistEnv.from_environ(environ)
     assert (env.master_addr, env.master_port) == ("10.0.0.1", 4242)
 
@@ -83,26 +103,38 @@ def test_no_launcher_is_rank_0_of_1():
     [("4", 0, 4), ("2(x3),1", 2, 2), ("2(x3),1", 3, 1), ("3,1", 1, 1)],
 )
 def test_tasks_on_node_reads_slurms_compressed_counts(spec, node, tasks):
-    assert distributed.tasks_on_node(spec, node) == tasks
+    assert ranks.tasks_on_node(spec, node) == tasks
 
 
 def test_slurm_local_world_size_comes_from_this_nodes_task_count(fake_commands):
     fake_commands({"scontrol show hostnames": "cn1\ncn2\ncn3\n"})  # where Slurm is installed
     environ = {
-        "SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_PROCID": "4", "SLURM_LOCALID": "0",
-        "SLURM_NTASKS": "5", "SLURM_NODEID": "2", "SLURM_STEP_TASKS_PER_NODE": "2(x2),1",
+        "SLURM_JOB_ID": "9",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "4",
+        "SLURM_LOCALID": "0",
+        "SLURM_NTASKS": "5",
+        "SLURM_NODEID": "2",
+        "SLURM_STEP_TASKS_PER_NODE": "2(x2),1",
         "SLURM_JOB_NODELIST": "cn[1-3]",
-    }  # fmt: skip
+    }
     assert DistEnv.from_environ(environ).local_world_size == 1
     with pytest.raises(ValueError, match=r"'2\(y2\)' is not a count"):
-        distributed.tasks_on_node("2(y2)", 0)
+        ranks.tasks_on_node("2(y2)", 0)
 
 
 @pytest.mark.parametrize(
     ("local_world_size", "gpus", "backend"),
-    [(1, 0, "gloo"), (2, 0, "gloo"), (1, 1, "nccl"), (4, 4, "nccl"), (2, 8, "nccl"),
-     (2, 1, "gloo"), (4, 2, "gloo")],
-)  # fmt: skip
+    [
+        (1, 0, "gloo"),
+        (2, 0, "gloo"),
+        (1, 1, "nccl"),
+        (4, 4, "nccl"),
+        (2, 8, "nccl"),
+        (2, 1, "gloo"),
+        (4, 2, "gloo"),
+    ],
+)
 def test_choose_backend_nccl_only_with_a_gpu_per_local_rank(local_world_size, gpus, backend):
     assert distributed.choose_backend(local_world_size, gpus) == backend
 
@@ -174,11 +206,11 @@ def test_init_process_group_uses_the_device_and_backend_rules(
 
 def test_the_batch_script_of_a_multi_task_job_is_warned_about():
     batch = {"SLURM_JOB_ID": "9", "SLURM_PROCID": "0", "SLURM_NTASKS": "4"}
-    warning = distributed.batch_script_warning(batch)
+    warning = ranks.batch_script_warning(batch)
     assert "SLURM_NTASKS=4 tasks" in warning and "srun python" in warning
-    assert distributed.batch_script_warning({**batch, "SLURM_STEP_ID": "0"}) is None  # a task
-    assert distributed.batch_script_warning({**batch, "SLURM_NTASKS": "1"}) is None
-    assert distributed.batch_script_warning({}) is None
+    assert ranks.batch_script_warning({**batch, "SLURM_STEP_ID": "0"}) is None  # a task
+    assert ranks.batch_script_warning({**batch, "SLURM_NTASKS": "1"}) is None
+    assert ranks.batch_script_warning({}) is None
 
 
 def test_ports_of_two_jobs_differ_and_stay_in_range():
@@ -212,7 +244,7 @@ def test_ports_of_two_jobs_differ_and_stay_in_range():
                 "SLURM_NODEID": "2",
             },
             "SLURM_LOCALID=1 is outside 0..tasks on this node",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_inconsistent_values_name_the_variables(environ, names):
@@ -275,7 +307,7 @@ def _ddp_train_options():
 
 
 def test_a_missing_rank_fails_with_a_clear_message():
-    env = DistEnv(0, 0, 2, "127.0.0.1", distributed._free_port(), "torchrun")
+    env = DistEnv(0, 0, 2, "127.0.0.1", launching.free_port(), "torchrun")
     saved = dict(os.environ)
     try:
         with pytest.raises(RuntimeError, match="not all 2 processes joined within 2 s"):

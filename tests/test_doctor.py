@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import doctor, doctor_gpu, doctor_runtime, processes
+from course_utils import processes
+from course_utils.doctor import findings, gpu, report, runtime, versions
 
 COURSE = str(Path(sys.executable).parent / "course")
 
@@ -18,7 +19,7 @@ COURSE = str(Path(sys.executable).parent / "course")
     ],
 )
 def test_arch_supported(capability, arch_list, ok):
-    assert doctor.arch_supported(capability, arch_list) is ok
+    assert gpu.arch_supported(capability, arch_list) is ok
 
 
 @pytest.mark.parametrize(
@@ -26,25 +27,25 @@ def test_arch_supported(capability, arch_list, ok):
     [("2.14.1+cu130", "0.29.1+cu130", True), ("2.6.0", "0.21.0", True), ("2.9.1", "0.29.1", False)],
 )
 def test_torchvision_pairs(torch_v, tv_v, ok):
-    assert doctor.torchvision_pairs(torch_v, tv_v) is ok
+    assert versions.torchvision_pairs(torch_v, tv_v) is ok
 
 
 def test_threads_warns_when_oversubscribed(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
-    monkeypatch.setattr(doctor_runtime.torch, "get_num_threads", lambda: 8)
-    (finding,) = doctor_runtime.threads()
-    assert finding.status == doctor.WARN and "configure_threads" in finding.advice
+    monkeypatch.setattr(runtime.torch, "get_num_threads", lambda: 8)
+    (finding,) = runtime.threads()
+    assert finding.status == findings.WARN and "configure_threads" in finding.advice
 
 
 def test_error_finding_gives_exit_code_1(monkeypatch, capsys):
-    bad = doctor.Finding("gpu 0", "X, compute capability 12.1", doctor.ERROR, "install a build")
-    monkeypatch.setattr(doctor, "collect", lambda: [bad])
-    assert doctor.main() == 1
+    bad = findings.Finding("gpu 0", "X, compute capability 12.1", findings.ERROR, "install a build")
+    monkeypatch.setattr(report, "collect", lambda: [bad])
+    assert report.main() == 1
     assert "[error]  X, compute capability 12.1" in capsys.readouterr().out
 
 
 def test_report_covers_every_topic(commands):
-    topics = {f.topic for f in doctor.collect()}
+    topics = {f.topic for f in report.collect()}
     for needed in (
         "python",
         "pytorch",
@@ -70,50 +71,50 @@ def test_report_covers_every_topic(commands):
 @pytest.mark.parametrize(
     ("version", "status", "says"),
     [
-        ("2.14.1+cu130", doctor.OK, ""),
-        ("2.11.0+cu130", doctor.WARN, "2.11.0+cu130 (the course is tested with 2.14.1)"),
-        ("2.5.1", doctor.ERROR, "2.5.1 (the course is tested with 2.14.1)"),
+        ("2.14.1+cu130", findings.OK, ""),
+        ("2.11.0+cu130", findings.WARN, "2.11.0+cu130 (the course is tested with 2.14.1)"),
+        ("2.5.1", findings.ERROR, "2.5.1 (the course is tested with 2.14.1)"),
     ],
 )
 def test_pytorch_other_than_the_pin_is_reported_with_a_fix(version, status, says):
-    finding = doctor.pytorch_finding(version, tested="2.14.1")
+    finding = versions.pytorch_finding(version, tested="2.14.1")
     assert finding.status == status and says in finding.value
-    if status != doctor.OK:
+    if status != findings.OK:
         assert "pip install -r requirements.txt (torch==2.14.1)" in finding.advice
 
 
 @pytest.mark.parametrize(
     ("driver", "cuda", "status"),
     [
-        ("580.65.06", "13.0", doctor.OK),
-        ("575.57.08", "13.0", doctor.ERROR),  # a cu130 wheel needs 580
-        ("525.60.13", "12.6", doctor.OK),
-        ("470.82.01", "12.6", doctor.ERROR),
-        (None, "13.0", doctor.INFO),  # a CPU node with the CUDA wheel
-        (None, None, doctor.INFO),  # a CPU-only build needs no driver
+        ("580.65.06", "13.0", findings.OK),
+        ("575.57.08", "13.0", findings.ERROR),  # a cu130 wheel needs 580
+        ("525.60.13", "12.6", findings.OK),
+        ("470.82.01", "12.6", findings.ERROR),
+        (None, "13.0", findings.INFO),  # a CPU node with the CUDA wheel
+        (None, None, findings.INFO),  # a CPU-only build needs no driver
     ],
 )
 def test_driver_against_the_cuda_build(driver, cuda, status):
-    finding = doctor.driver_finding(driver, cuda)
+    finding = gpu.driver_finding(driver, cuda)
     assert finding.status == status
-    if status == doctor.ERROR:
+    if status == findings.ERROR:
         assert f"CUDA {cuda} build" in finding.value and "driver >=" in finding.advice
 
 
 def test_a_v100_on_a_cuda_13_build_is_told_what_to_do():
     cu130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
-    finding = doctor.gpu_finding(0, "Tesla V100-SXM2-32GB", (7, 0), cu130)
-    assert finding.status == doctor.ERROR
+    finding = gpu.gpu_finding(0, "Tesla V100-SXM2-32GB", (7, 0), cu130)
+    assert finding.status == findings.ERROR
     assert "cu126" in finding.advice and "fp16 autocast with GradScaler" in finding.advice
-    assert doctor.gpu_finding(0, "NVIDIA H100", (9, 0), cu130).status == doctor.OK
-    other = doctor.gpu_finding(1, "Tesla P100", (6, 0), cu130)
-    assert other.status == doctor.ERROR and "V100" not in other.advice
+    assert gpu.gpu_finding(0, "NVIDIA H100", (9, 0), cu130).status == findings.OK
+    other = gpu.gpu_finding(1, "Tesla P100", (6, 0), cu130)
+    assert other.status == findings.ERROR and "V100" not in other.advice
 
 
 def test_the_gpu_section_names_the_driver(fake_gpus, monkeypatch):
     fake_gpus(0)
-    monkeypatch.setattr(doctor_gpu, "nvidia_driver", lambda: None)
-    topics = [f.topic for f in doctor_gpu.gpus()]
+    monkeypatch.setattr(gpu, "nvidia_driver", lambda: None)
+    topics = [f.topic for f in gpu.gpus()]
     assert topics == ["nvidia driver", "gpu"]
 
 
@@ -146,10 +147,10 @@ def commands(monkeypatch):
 
 
 def test_the_report_asks_nvidia_smi_and_scontrol_through_processes(commands, tmp_path):
-    rows = {f.topic: f for f in doctor.collect()}
+    rows = {f.topic: f for f in report.collect()}
     assert ["scontrol", "show", "job", "7"] in commands
     assert rows["job cpus"].value == "4 in the job, 1 task x 4 CPUs"  # NumCPUs: scontrol
-    assert doctor_gpu.nvidia_driver(tmp_path / "no-driver-file") == "580.65.06"
+    assert gpu.nvidia_driver(tmp_path / "no-driver-file") == "580.65.06"
     assert commands[-1][0] == "nvidia-smi"
 
 
@@ -158,7 +159,7 @@ def test_the_driver_file_wins_over_nvidia_smi(commands, tmp_path):
     version.write_text(
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
     )
-    assert doctor_gpu.nvidia_driver(version) == "550.54.15"
+    assert gpu.nvidia_driver(version) == "550.54.15"
     assert not any(c[0] == "nvidia-smi" for c in commands)
 
 
@@ -176,4 +177,4 @@ def test_no_driver_where_nvidia_smi_is_missing_or_fails(answer, monkeypatch, tmp
         return answer
 
     monkeypatch.setattr(processes, "run", run)
-    assert doctor_gpu.nvidia_driver(tmp_path / "no-driver-file") is None
+    assert gpu.nvidia_driver(tmp_path / "no-driver-file") is None

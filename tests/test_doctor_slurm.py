@@ -7,16 +7,25 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from course_utils import doctor_slurm, processes
-from course_utils.doctor_findings import INFO, OK, WARN
+from course_utils import processes
+from course_utils.doctor import slurm
+from course_utils.doctor.findings import INFO, OK, WARN
 
 # `srun -N1 -n1 -c4 --gres=gpu:1 ...`: the variables a job step gets (the rest left out).
 STEP = {
-    "SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "jupyter", "SLURMD_NODENAME": "cn1",
-    "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1", "SLURM_NNODES": "1", "SLURM_CPUS_ON_NODE": "4",
-    "SLURM_CPUS_PER_TASK": "4", "SLURM_GPUS_ON_NODE": "1", "CUDA_VISIBLE_DEVICES": "0",
-    "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
-}  # fmt: skip
+    "SLURM_JOB_ID": "7",
+    "SLURM_JOB_NAME": "jupyter",
+    "SLURMD_NODENAME": "cn1",
+    "SLURM_STEP_ID": "0",
+    "SLURM_NTASKS": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_CPUS_ON_NODE": "4",
+    "SLURM_CPUS_PER_TASK": "4",
+    "SLURM_GPUS_ON_NODE": "1",
+    "CUDA_VISIBLE_DEVICES": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_LOCALID": "0",
+}
 STEP_SCONTROL = """JobId=7 JobName=jupyter
    JobState=RUNNING Reason=None Dependency=(null)
    RunTime=00:00:00 TimeLimit=00:30:00 TimeMin=N/A
@@ -31,10 +40,16 @@ STEP_SCONTROL = """JobId=7 JobName=jupyter
 """
 # `sbatch --nodes=1 --ntasks-per-node=4 --mem=3G --time=20`: the batch script itself, no step.
 BATCH = {
-    "SLURM_JOB_ID": "10", "SLURM_JOB_NAME": "jupyter", "SLURMD_NODENAME": "cn1",
-    "SLURM_NTASKS": "4", "SLURM_NTASKS_PER_NODE": "4", "SLURM_NNODES": "1",
-    "SLURM_CPUS_ON_NODE": "4", "SLURM_MEM_PER_NODE": "3072", "SLURM_PROCID": "0",
-}  # fmt: skip
+    "SLURM_JOB_ID": "10",
+    "SLURM_JOB_NAME": "jupyter",
+    "SLURMD_NODENAME": "cn1",
+    "SLURM_NTASKS": "4",
+    "SLURM_NTASKS_PER_NODE": "4",
+    "SLURM_NNODES": "1",
+    "SLURM_CPUS_ON_NODE": "4",
+    "SLURM_MEM_PER_NODE": "3072",
+    "SLURM_PROCID": "0",
+}
 BATCH_SCONTROL = """JobId=10 JobName=jupyter
    RunTime=00:00:00 TimeLimit=00:20:00 TimeMin=N/A
    StartTime=2026-11-25T20:03:03 EndTime=2026-11-25T20:23:03 Deadline=N/A
@@ -49,11 +64,11 @@ NOW = datetime(2026, 11, 25, 20, 5, 3)
 
 
 def _rows(environ, scontrol, now=NOW):
-    return {f.topic: f for f in doctor_slurm.job_findings(environ, scontrol, now)}
+    return {f.topic: f for f in slurm.job_findings(environ, scontrol, now)}
 
 
 def test_scontrol_fields_are_read_as_key_value_pairs():
-    fields = doctor_slurm.parse_scontrol(BATCH_SCONTROL)
+    fields = slurm.parse_scontrol(BATCH_SCONTROL)
     assert fields["TRES"] == "cpu=4,node=1,billing=4" and fields["CPUs/Task"] == "1"
     assert fields["AllocNode:Sid"] == "localhost:3971" and fields["EndTime"].endswith("20:23:03")
 
@@ -67,7 +82,7 @@ def test_a_server_started_as_an_srun_step():
     assert rows["job memory"].value == "500M per CPU (scontrol MinMemoryCPU)"
     assert rows["job time left"].value == "0:27:56 left of 00:30:00, ends 2026-11-25T20:32:59"
     assert rows["job time left"].status == INFO
-    assert doctor_slurm.launch_findings(STEP) == []  # one task in its own step: nothing breaks
+    assert slurm.launch_findings(STEP) == []  # one task in its own step: nothing breaks
 
 
 def test_a_server_in_the_batch_script_with_cores_as_tasks():
@@ -77,7 +92,7 @@ def test_a_server_in_the_batch_script_with_cores_as_tasks():
     assert rows["job gpus"].value == "none asked for"
     assert rows["job memory"].value == "3072 MB per node (SLURM_MEM_PER_NODE)"
     assert rows["job time left"].value.startswith("0:18:00 left of 00:20:00")
-    (warning,) = doctor_slurm.launch_findings(BATCH)
+    (warning,) = slurm.launch_findings(BATCH)
     assert warning.status == WARN and warning.topic == "local launch"
     assert warning.value.startswith("SLURM_NTASKS=4, SLURM_NTASKS_PER_NODE=4: the job's 4 tasks")
     assert "Fix: where the server starts, ask for cores as CPUs (--ntasks=1 --cpus-per-task=4)" in (
@@ -105,8 +120,8 @@ def test_without_scontrol_each_figure_the_variables_lack_is_not_reported():
     ],
 )
 def test_gpus_from_the_variables_else_from_scontrol(environ, scontrol, says):
-    fields = doctor_slurm.parse_scontrol(scontrol) if scontrol else {}
-    assert doctor_slurm.job_gpus(environ, fields) == says
+    fields = slurm.parse_scontrol(scontrol) if scontrol else {}
+    assert slurm.job_gpus(environ, fields) == says
 
 
 def test_time_left_from_slurm_job_end_time_and_unlimited_jobs():
@@ -120,13 +135,13 @@ def test_time_left_from_slurm_job_end_time_and_unlimited_jobs():
 
 
 def test_outside_a_job_one_row_says_so():
-    assert [(f.topic, f.value) for f in doctor_slurm.job_findings({}, None, NOW)] == [
+    assert [(f.topic, f.value) for f in slurm.job_findings({}, None, NOW)] == [
         ("slurm job", "not in a Slurm job (no SLURM_JOB_ID)")
     ]
 
 
 def test_stale_launcher_variables_are_named_with_the_fix():
-    (warning,) = doctor_slurm.launch_findings({"RANK": "1", "WORLD_SIZE": "2", "HOME": "/root"})
+    (warning,) = slurm.launch_findings({"RANK": "1", "WORLD_SIZE": "2", "HOME": "/root"})
     assert warning.status == WARN
     assert warning.value.startswith("RANK=1, WORLD_SIZE=2: a launcher's variables")
     assert "unset RANK WORLD_SIZE" in warning.advice
@@ -153,14 +168,14 @@ def test_the_warning_quotes_what_lightning_itself_says(environ, quote, monkeypat
         if value:
             monkeypatch.setenv(name, value)
     kept = {name: value for name, value in environ.items() if value}
-    (warning,) = doctor_slurm.launch_findings(kept)
+    (warning,) = slurm.launch_findings(kept)
     assert quote in warning.advice
     with pytest.raises((ValueError, RuntimeError), match=quote.replace("`", ".")):
         SLURMEnvironment().validate_settings(num_devices=2, num_nodes=1)
 
 
 def test_lightning_leaves_a_job_named_interactive_alone():
-    (warning,) = doctor_slurm.launch_findings(dict(BATCH, SLURM_JOB_NAME="interactive"))
+    (warning,) = slurm.launch_findings(dict(BATCH, SLURM_JOB_NAME="interactive"))
     assert "refuses" not in warning.advice and "interactive mode" in warning.advice
 
 
@@ -172,7 +187,7 @@ def test_slurm_job_asks_scontrol_through_processes(monkeypatch):
         return processes.Finished(tuple(command), 0, BATCH_SCONTROL, "", 0.0)
 
     monkeypatch.setattr(processes, "run", scontrol)
-    rows = {f.topic: f for f in doctor_slurm.slurm_job(BATCH)}
+    rows = {f.topic: f for f in slurm.slurm_job(BATCH)}
     assert asked == [["scontrol", "show", "job", "10"]]
     assert rows["job cpus"].value == "4 on this node, 4 tasks x 1 CPU"
     assert rows["local launch"].status == WARN
@@ -192,7 +207,7 @@ def test_slurm_job_without_an_answer_from_scontrol(answer, monkeypatch):
         return answer
 
     monkeypatch.setattr(processes, "run", scontrol)
-    rows = {f.topic: f for f in doctor_slurm.slurm_job(BATCH)}
+    rows = {f.topic: f for f in slurm.slurm_job(BATCH)}
     assert "did not answer" in rows["slurm job"].advice
     assert rows["job memory"].value == "3072 MB per node (SLURM_MEM_PER_NODE)"  # the variables
     assert rows["job time left"].value == "not reported"
@@ -203,7 +218,7 @@ def test_outside_a_job_no_scontrol_is_asked(monkeypatch):
         raise AssertionError(f"asked {command} outside a job")
 
     monkeypatch.setattr(processes, "run", no_process)
-    assert [f.topic for f in doctor_slurm.slurm_job({"HOME": "/root"})] == ["slurm job"]
+    assert [f.topic for f in slurm.slurm_job({"HOME": "/root"})] == ["slurm job"]
 
 
 @pytest.mark.parametrize(
@@ -213,6 +228,6 @@ def test_outside_a_job_no_scontrol_is_asked(monkeypatch):
         ({}, "MinCPUsNode=4 MinMemoryNode=3G", "3G per node (scontrol MinMemoryNode)"),
         ({}, "MinCPUsNode=4 MinMemoryNode=0", "not reported"),  # none asked for
     ],
-)  # fmt: skip
+)
 def test_memory_from_the_variables_else_from_scontrol(environ, scontrol, says):
-    assert doctor_slurm.job_memory(environ, doctor_slurm.parse_scontrol(scontrol)) == says
+    assert slurm.job_memory(environ, slurm.parse_scontrol(scontrol)) == says

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import doctor, doctor_jupyter
+from course_utils.doctor import findings, jupyter
 
 
 def _extension(folder: Path, version: str) -> Path:
@@ -29,14 +29,14 @@ def _extension(folder: Path, version: str) -> Path:
     ],
 )
 def test_widgets_pair(ipywidgets_v, extension_v, ok):
-    assert doctor_jupyter.widgets_pair(ipywidgets_v, extension_v) is ok
+    assert jupyter.widgets_pair(ipywidgets_v, extension_v) is ok
 
 
 def test_extension_version_first_found_wins(tmp_path):
     first = _extension(tmp_path / "a", "5.0.16")
     second = _extension(tmp_path / "b", "3.6.8")
-    assert doctor_jupyter.widget_extension_version([tmp_path / "none", first, second]) == "5.0.16"
-    assert doctor_jupyter.widget_extension_version([tmp_path / "none"]) is None
+    assert jupyter.widget_extension_version([tmp_path / "none", first, second]) == "5.0.16"
+    assert jupyter.widget_extension_version([tmp_path / "none"]) is None
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_extension_version_first_found_wins(tmp_path):
     ],
 )
 def test_server_prefix_from_parent_command_line(cmdline, prefix):
-    found = doctor_jupyter.server_prefix(cmdline)
+    found = jupyter.server_prefix(cmdline)
     assert (str(found) if found else None) == prefix
 
 
@@ -64,7 +64,7 @@ def _with_server(monkeypatch, tmp_path, version):
     if version:
         _extension(dirs, version)
     monkeypatch.setattr(
-        doctor_jupyter,
+        jupyter,
         "_parent_cmdline",
         lambda: [str(centre / "bin" / "python3"), str(centre / "bin" / "jupyterhub-singleuser")],
     )
@@ -75,11 +75,11 @@ def _with_server(monkeypatch, tmp_path, version):
 
 def test_server_without_extension_warns_with_the_fix(monkeypatch, tmp_path):
     _with_server(monkeypatch, tmp_path, None)
-    dirs, where = doctor_jupyter.server_labextension_dirs()
+    dirs, where = jupyter.server_labextension_dirs()
     assert str(tmp_path / "centre") in where
     assert Path(sys.prefix) / "share" / "jupyter" / "labextensions" not in dirs  # kernel's own
-    (finding,) = doctor_jupyter.widgets()
-    assert finding.status == doctor.WARN
+    (finding,) = jupyter.widgets()
+    assert finding.status == findings.WARN
     assert "no widget extension (controls show as text)" in finding.value
     assert "pip install jupyterlab_widgets==3.0.*" in finding.advice
     assert "centre's" in finding.advice
@@ -87,22 +87,22 @@ def test_server_without_extension_warns_with_the_fix(monkeypatch, tmp_path):
 
 def test_server_with_old_extension_warns(monkeypatch, tmp_path):
     _with_server(monkeypatch, tmp_path, "3.6.8")
-    (finding,) = doctor_jupyter.widgets()
-    assert finding.status == doctor.WARN
+    (finding,) = jupyter.widgets()
+    assert finding.status == findings.WARN
     assert finding.value.endswith("jupyterlab-manager 3.6.8 does not render this ipywidgets")
 
 
 def test_server_with_matching_extension_is_ok(monkeypatch, tmp_path):
     _with_server(monkeypatch, tmp_path, "5.0.16")
-    (finding,) = doctor_jupyter.widgets()
-    assert finding.status == doctor.OK, finding
+    (finding,) = jupyter.widgets()
+    assert finding.status == findings.OK, finding
     assert "jupyterlab-manager 5.0.16" in finding.value
 
 
 def test_without_a_server_reads_this_environment(monkeypatch):
-    monkeypatch.setattr(doctor_jupyter, "_parent_cmdline", lambda: ["/bin/bash"])
-    dirs, where = doctor_jupyter.server_labextension_dirs()
+    monkeypatch.setattr(jupyter, "_parent_cmdline", lambda: ["/bin/bash"])
+    dirs, where = jupyter.server_labextension_dirs()
     assert where == "this environment's server"
     assert Path(sys.prefix) / "share" / "jupyter" / "labextensions" in dirs
-    (finding,) = doctor_jupyter.widgets()
+    (finding,) = jupyter.widgets()
     assert "this environment's server" in finding.value

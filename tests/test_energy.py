@@ -3,7 +3,7 @@ RAPL tree is a fake /sys/class/powercap in tmp_path; NVML's answers are injected
 
 import pytest
 
-from course_utils import energy
+from course_utils.lab import energy
 
 
 @pytest.mark.parametrize(

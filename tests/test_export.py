@@ -80,13 +80,3 @@ def test_torchscript_notes_name_the_calls_whether_or_not_pytorch_warns(
             message = f"`{api}` is deprecated. Please switch to `torch.export`."
             warnings.warn(message, FutureWarning, stacklevel=1)
     assert capsys.readouterr().out.splitlines() == [f"note: deprecated, use torch.export: {note}"]
-
-
-def test_the_cpp_names_stay_importable_from_export():
-    from course_utils import cpp, paths
-
-    for name in ("build_programs", "build_project", "run_model", "run_program", "cuda_check",
-                 "write_tensor", "read_tensor", "cmake_version", "policy_floor", "CppProgramError",
-                 "cpp_source_dir", "configure_project", "toolchain_missing"):  # fmt: skip
-        assert getattr(ex, name) is getattr(cpp, name), name
-    assert ex.build_root is paths.build_root

@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from course_utils import failures
+from course_utils import environment, failures, launching
 from course_utils.grading.checks.lesson09 import RECORDED_FAULTS, RECORDED_RUNS
 
 
@@ -66,8 +66,12 @@ def test_provoke_refuses_an_unknown_fault(tmp_path):
 def test_the_broken_script_has_every_problem():
     problems = failures.batch_script_problems(failures.BROKEN_BATCH_SCRIPT)
     assert [p.split(":")[0] for p in problems] == [
-        "line 7", "line 11", "line 12", "line 13", "no --time among the #SBATCH lines sbatch reads"
-    ]  # fmt: skip
+        "line 7",
+        "line 11",
+        "line 12",
+        "line 13",
+        "no --time among the #SBATCH lines sbatch reads",
+    ]
     assert "sbatch ignores it" in problems[0] and "EADDRINUSE" in problems[1]
     assert "RANK, LOCAL_RANK, WORLD_SIZE set in the batch script" in problems[2]
     assert "start it with srun" in problems[3]
@@ -83,18 +87,18 @@ def test_the_courses_scripts_have_none():
 def test_patched_environ_sets_removes_and_restores(monkeypatch):
     monkeypatch.setenv("COURSE_TEST_KEEP", "old")
     monkeypatch.delenv("COURSE_TEST_NEW", raising=False)
-    with failures.patched_environ(COURSE_TEST_KEEP=None, COURSE_TEST_NEW="1"):
+    with environment.patched_environ(COURSE_TEST_KEEP=None, COURSE_TEST_NEW="1"):
         assert "COURSE_TEST_KEEP" not in os.environ and os.environ["COURSE_TEST_NEW"] == "1"
     assert os.environ["COURSE_TEST_KEEP"] == "old" and "COURSE_TEST_NEW" not in os.environ
 
 
 def test_run_ranks_refuses_bad_arguments():
     with pytest.raises(ValueError, match="world_size=0 must be >= 1"):
-        failures.run_ranks(print, world_size=0)
+        launching.run_ranks(print, world_size=0)
 
 
 def test_run_ranks_refuses_to_fork_after_cuda_was_initialized(monkeypatch):
     # the CUDA notes: a forked child cannot re-initialize CUDA; injected, no GPU needed
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(RuntimeError, match="already initialized CUDA.*distributed.launch"):
-        failures.run_ranks(print, world_size=2)
+        launching.run_ranks(print, world_size=2)

@@ -8,16 +8,25 @@ from course_utils import flight_recorder
 
 
 def _entry(seq, op, sizes):
-    return {"collective_seq_id": seq, "profiling_name": f"gloo:{op}", "input_sizes": sizes,
-            "process_group": ("0", "default_pg")}  # fmt: skip
+    return {
+        "collective_seq_id": seq,
+        "profiling_name": f"gloo:{op}",
+        "input_sizes": sizes,
+        "process_group": ("0", "default_pg"),
+    }
 
 
 def test_last_collectives_name_the_missing_rank():
-    records = {0: [_entry(1, "all_reduce", [[4]]), _entry(2, "all_reduce", [[4]])],
-               1: [_entry(1, "all_reduce", [[4]])], 2: []}  # fmt: skip
+    records = {
+        0: [_entry(1, "all_reduce", [[4]]), _entry(2, "all_reduce", [[4]])],
+        1: [_entry(1, "all_reduce", [[4]])],
+        2: [],
+    }
     assert flight_recorder.last_collectives(records) == {
-        0: "#2 all_reduce [[4]]", 1: "#1 all_reduce [[4]]", 2: "none"
-    }  # fmt: skip
+        0: "#2 all_reduce [[4]]",
+        1: "#1 all_reduce [[4]]",
+        2: "none",
+    }
 
 
 def test_flight_records_are_read_per_rank(tmp_path):
@@ -64,16 +73,32 @@ def test_the_analyser_reads_gloo_dumps_after_the_group_is_named(tmp_path):
         "torch.distributed.flight_recorder.fr_trace",
         reason="this PyTorch has no flight-recorder analyser (2.6); the test above covers that",
     )
-    entries = {0: [_entry(1, "all_reduce", [[4]]), _entry(2, "all_reduce", [[4]])],
-               1: [_entry(1, "all_reduce", [[4]])]}  # fmt: skip
+    entries = {
+        0: [_entry(1, "all_reduce", [[4]]), _entry(2, "all_reduce", [[4]])],
+        1: [_entry(1, "all_reduce", [[4]])],
+    }
     for rank, mine in entries.items():
         for e in mine:
-            e.update(record_id=e["collective_seq_id"] - 1, pg_id=0, p2p_seq_id=0, op_id=1,
-                     output_sizes=e["input_sizes"], input_dtypes=["Float"],
-                     output_dtypes=["Float"], state="scheduled", is_p2p=False,
-                     time_created_ns=0, frames=[], timeout_ms=3000)  # fmt: skip
-        dump = {"version": "2.10", "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
-                "pg_status": {}, "entries": mine}  # fmt: skip
+            e.update(
+                record_id=e["collective_seq_id"] - 1,
+                pg_id=0,
+                p2p_seq_id=0,
+                op_id=1,
+                output_sizes=e["input_sizes"],
+                input_dtypes=["Float"],
+                output_dtypes=["Float"],
+                state="scheduled",
+                is_p2p=False,
+                time_created_ns=0,
+                frames=[],
+                timeout_ms=3000,
+            )
+        dump = {
+            "version": "2.10",
+            "pg_config": {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+            "pg_status": {},
+            "entries": mine,
+        }
         (tmp_path / f"rank_{rank}").write_bytes(pickle.dumps(dump))
     report, route = flight_recorder.analyse_flight_records(tmp_path, world_size=2)
     assert "missing ranks: {1}" in report, (route, report)

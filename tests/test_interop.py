@@ -5,7 +5,7 @@ import warnings
 import pytest
 import torch
 
-from course_utils import interop
+from course_utils import inter_op
 
 
 def _inputs(n=16):
@@ -15,22 +15,22 @@ def _inputs(n=16):
 
 def test_every_route_computes_the_same_pair():
     a, b, w = _inputs()
-    want = interop.sequential(a, b, w)
-    for name, route in interop.ROUTES.items():
+    want = inter_op.sequential(a, b, w)
+    for name, route in inter_op.ROUTES.items():
         got = route(a, b, w)
         assert all(torch.allclose(g, x, atol=1e-6) for g, x in zip(got, want)), name
 
 
 def test_chain_is_the_work_it_says():
     a, _, w = _inputs(4)
-    assert torch.allclose(interop.chain(a, w, steps=1), torch.tanh(a @ w))
+    assert torch.allclose(inter_op.chain(a, w, steps=1), torch.tanh(a @ w))
 
 
 @pytest.fixture
 def fresh_scripted_fork():
-    interop.scripted_fork.cache_clear()
+    inter_op.scripted_fork.cache_clear()
     yield
-    interop.scripted_fork.cache_clear()
+    inter_op.scripted_fork.cache_clear()
 
 
 @pytest.mark.parametrize("warns", [True, False], ids=["2.14 warns", "2.6 is silent"])
@@ -55,11 +55,11 @@ def test_scripted_fork_compiles_once_and_reports_the_deprecation_as_one_line(
         return compiled
 
     monkeypatch.setattr(torch.jit, "script", script)
-    first, note = interop.scripted_fork()
-    again, same_note = interop.scripted_fork()
+    first, note = inter_op.scripted_fork()
+    again, same_note = inter_op.scripted_fork()
     assert first is again and note == same_note
     a, b, w = _inputs(4)
-    assert all(torch.allclose(g, x) for g, x in zip(first(a, b, w), interop.sequential(a, b, w)))
+    assert all(torch.allclose(g, x) for g, x in zip(first(a, b, w), inter_op.sequential(a, b, w)))
     if warns:
         assert note.startswith("`torch.jit.script` is deprecated") and "\n" not in note
     else:

@@ -81,7 +81,6 @@ def test_no_program_defines_a_shared_option_itself():
     defined = []
     for path in sorted((PACKAGE_DIR / "jobs").glob("*.py")):
         for flag in re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", path.read_text()):
-            # faulty_ddp.py, the program failures.provoke runs, is not converted yet (issue 20)
-            if flag in flags and path.name != "faulty_ddp.py":
+            if flag in flags:
                 defined.append(f"{path.name}: {flag}")
     assert defined == [], f"take these from job_config.shared: {defined}"

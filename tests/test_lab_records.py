@@ -5,11 +5,11 @@ import json
 import pytest
 from lab_fixtures import record
 
-from course_utils import lab_records
+from course_utils.lab import run_records
 
 
 def test_a_complete_record_is_valid():
-    assert lab_records.validate(record("2x2")) == []
+    assert run_records.validate(record("2x2")) == []
 
 
 @pytest.mark.parametrize(
@@ -27,23 +27,25 @@ def test_a_complete_record_is_valid():
         (lambda r: r["energy"].update(joules=12.0), "joules go with a source"),
         (lambda r: r["energy"].update(source="guess"), "energy source 'guess' is not one of"),
         (lambda r: r.update(utilisation={}), "utilisation has no 'cpu_percent'"),
-        (lambda r: r["staging"].update(copies={"cn1": 2, "cn2": 1}),
-         "expected one on each of the nodes ['cn1', 'cn2']"),
+        (
+            lambda r: r["staging"].update(copies={"cn1": 2, "cn2": 1}),
+            "expected one on each of the nodes ['cn1', 'cn2']",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_problem_is_named(change, problem):
     broken = record("2x2")
     change(broken)
-    assert any(problem in p for p in lab_records.validate(broken)), lab_records.validate(broken)
+    assert any(problem in p for p in run_records.validate(broken)), run_records.validate(broken)
 
 
 def test_save_and_load_round_trip_sorted_by_ranks(tmp_path):
     for name in ("2x2", "1x1", "1x2"):
-        path = lab_records.save(record(name), tmp_path)
+        path = run_records.save(record(name), tmp_path)
         assert path == tmp_path / "scaling" / f"{name}.json"
-    lab_records.save(record("lr-0.1", study="sweep"), tmp_path)
-    assert [r["name"] for r in lab_records.load(tmp_path, "scaling")] == ["1x1", "1x2", "2x2"]
-    assert len(lab_records.load(tmp_path)) == 4
+    run_records.save(record("lr-0.1", study="sweep"), tmp_path)
+    assert [r["name"] for r in run_records.load(tmp_path, "scaling")] == ["1x1", "1x2", "2x2"]
+    assert len(run_records.load(tmp_path)) == 4
     assert not list(tmp_path.rglob(".*.tmp"))  # written atomically, no temp file left
 
 
@@ -51,26 +53,26 @@ def test_save_refuses_an_invalid_record(tmp_path):
     broken = record("1x2")
     broken["throughput"] = -1
     with pytest.raises(ValueError, match=r"record '1x2' is not valid: throughput is -1"):
-        lab_records.save(broken, tmp_path)
+        run_records.save(broken, tmp_path)
 
 
 def test_load_names_the_file_that_is_not_a_valid_record(tmp_path):
     (tmp_path / "scaling").mkdir()
     (tmp_path / "scaling" / "bad.json").write_text(json.dumps({"record": "other"}))
     with pytest.raises(ValueError, match=r"bad\.json is not a valid record: not a course-lab"):
-        lab_records.load(tmp_path)
+        run_records.load(tmp_path)
     (tmp_path / "scaling" / "bad.json").write_text("{half")
     with pytest.raises(ValueError, match=r"bad\.json is not JSON .*delete it and run again"):
-        lab_records.load(tmp_path)
+        run_records.load(tmp_path)
 
 
 def test_label_names_the_machine_job_and_script(monkeypatch):
     monkeypatch.setenv("COURSE_COMMIT", "abc1234")  # no `git` process in the fast lane
     job = {"SLURM_JOB_ID": "51", "SLURM_CLUSTER_NAME": "course", "SLURM_JOB_NODELIST": "cn[1-2]"}
-    label = lab_records.label("slurm", job, cpu="AMD EPYC (2 CPUs)", script="abc")
+    label = run_records.label("slurm", job, cpu="AMD EPYC (2 CPUs)", script="abc")
     assert label["machine"] == "Slurm cluster 'course', nodes cn[1-2], AMD EPYC (2 CPUs)"
     assert (label["launcher"], label["job"], label["script"]) == ("slurm", "51", "abc")
     array = {**job, "SLURM_ARRAY_JOB_ID": "50", "SLURM_ARRAY_TASK_ID": "2"}
-    assert lab_records.label("slurm", array)["job"] == "50_2"
-    assert lab_records.label("local", {})["job"] is None
-    assert lab_records.label("local", {})["commit"] == "abc1234"
+    assert run_records.label("slurm", array)["job"] == "50_2"
+    assert run_records.label("local", {})["job"] is None
+    assert run_records.label("local", {})["commit"] == "abc1234"

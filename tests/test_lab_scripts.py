@@ -3,7 +3,7 @@ scaling script (exercise 10.2's check applies them; the course's own script keep
 
 import pytest
 
-from course_utils import lab, lab_scripts
+from course_utils.lab import cluster, scripts
 
 SCRIPT = """#!/bin/bash
 #SBATCH --ntasks=1
@@ -14,11 +14,11 @@ srun -c "$SLURM_CPUS_PER_TASK" python -m course_utils.jobs.lab_train --threads "
 
 
 def test_the_srun_line_becomes_the_local_program():
-    module, args = lab_scripts.srun_program(SCRIPT, ["--data", "d", "--out", "o"], threads=2)
+    module, args = scripts.srun_program(SCRIPT, ["--data", "d", "--out", "o"], threads=2)
     assert module == "course_utils.jobs.lab_train"
     assert args == ["--threads", "2", "--data", "d", "--out", "o"]
     venv = SCRIPT.replace(" python ", " /opt/venv/bin/python3 ")
-    assert lab_scripts.srun_program(venv, [], 1)[0] == "course_utils.jobs.lab_train"
+    assert scripts.srun_program(venv, [], 1)[0] == "course_utils.jobs.lab_train"
 
 
 @pytest.mark.parametrize(
@@ -26,39 +26,41 @@ def test_the_srun_line_becomes_the_local_program():
     [
         ("#!/bin/bash\npython -m x\n", "expected one srun line in the script, found 0"),
         (SCRIPT + SCRIPT.splitlines()[-1] + "\n", "found 2"),
-        (SCRIPT.replace("python -m course_utils.jobs.lab_train", "python train.py"),
-         "does not start `python -m MODULE ...`"),
+        (
+            SCRIPT.replace("python -m course_utils.jobs.lab_train", "python train.py"),
+            "does not start `python -m MODULE ...`",
+        ),
         (SCRIPT.replace('"$@"', '"$DATA"'), "cannot expand '\\$DATA'"),
     ],
-)  # fmt: skip
+)
 def test_srun_lines_the_local_launcher_cannot_run(script, message):
     with pytest.raises(ValueError, match=message):
-        lab_scripts.srun_program(script, [], 1)
+        scripts.srun_program(script, [], 1)
 
 
 def test_the_course_scripts_exist_for_each_step():
-    assert sorted(lab.SCRIPTS) == ["scaling", "staging", "sweep"]
-    assert all(path.is_file() for path in lab.SCRIPTS.values())
-    text = lab.SCRIPTS["scaling"].read_text()
-    module, _ = lab_scripts.srun_program(text, [], 1)
-    assert module == lab_scripts.PROGRAM
+    assert sorted(cluster.SCRIPTS) == ["scaling", "staging", "sweep"]
+    assert all(path.is_file() for path in cluster.SCRIPTS.values())
+    text = cluster.SCRIPTS["scaling"].read_text()
+    module, _ = scripts.srun_program(text, [], 1)
+    assert module == scripts.PROGRAM
 
 
 def test_the_course_scripts_keep_the_rules():
-    assert lab_scripts.scaling_script_problems(lab.SCRIPTS["scaling"].read_text()) == []
-    sweep = lab.SCRIPTS["sweep"].read_text()  # an array: only the sizes of its header differ
-    assert lab_scripts.body_problems(sweep) == []
+    assert scripts.scaling_script_problems(cluster.SCRIPTS["scaling"].read_text()) == []
+    sweep = cluster.SCRIPTS["sweep"].read_text()  # an array: only the sizes of its header differ
+    assert scripts.body_problems(sweep) == []
 
 
 def test_each_rule_says_what_it_wanted_and_what_came():
-    text = lab.SCRIPTS["scaling"].read_text()
+    text = cluster.SCRIPTS["scaling"].read_text()
     no_config = text.replace('source "${COURSE_DIR', 'echo "${COURSE_DIR')
-    assert lab_scripts.body_problems(no_config) == [
+    assert scripts.body_problems(no_config) == [
         "the site settings sourced from slurm/config.sh, got no such line"
     ]
-    assert lab_scripts.header_problems("#SBATCH --time=forever\n") == [
+    assert scripts.header_problems("#SBATCH --time=forever\n") == [
         "a header sbatch can read, got: --time='forever' is not a Slurm time; write minutes, "
         "H:MM:SS or D-HH:MM:SS"
     ]
     two_sruns = text + "srun hostname\n"
-    assert lab_scripts.body_problems(two_sruns) == ["one srun line, got 2"]
+    assert scripts.body_problems(two_sruns) == ["one srun line, got 2"]

@@ -35,15 +35,22 @@ def test_uneven_micro_batches_are_weighted_by_size():
 
 def test_snapshot_summary_names_the_largest_blocks_and_their_lines():
     mib = 2**20
-    frames = [{"filename": "/x/torch/nn/functional.py", "line": 1, "name": "linear"},
-              {"filename": "/home/me/train.py", "line": 42, "name": "step"}]  # fmt: skip
-    snapshot = {"segments": [
-        {"total_size": 8 * mib, "blocks": [
-            {"size": 4 * mib, "state": "active_allocated", "frames": frames},
-            {"size": 2 * mib, "state": "inactive", "frames": []},
-            {"size": 1 * mib, "state": "active_allocated"},
-        ]},
-    ]}  # fmt: skip
+    frames = [
+        {"filename": "/x/torch/nn/functional.py", "line": 1, "name": "linear"},
+        {"filename": "/home/me/train.py", "line": 42, "name": "step"},
+    ]
+    snapshot = {
+        "segments": [
+            {
+                "total_size": 8 * mib,
+                "blocks": [
+                    {"size": 4 * mib, "state": "active_allocated", "frames": frames},
+                    {"size": 2 * mib, "state": "inactive", "frames": []},
+                    {"size": 1 * mib, "state": "active_allocated"},
+                ],
+            },
+        ]
+    }
     assert memory.snapshot_summary(snapshot, top=2) == [
         "1 segments reserve 8.0 MiB; 2 live blocks hold 5.0 MiB",
         "      4.0 MiB from train.py:42 step",

@@ -102,8 +102,12 @@ def test_self_time_is_the_duration_less_the_direct_children():
         {"name": "ProfilerStep#1", "cat": "user_annotation", "ph": "X", "ts": 0, "dur": 300},
     ]
     assert operator_self_times(events) == {
-        "aten::linear": 20, "aten::t": 10, "aten::addmm": 80, "aten::copy_": 20, "aten::mm": 50,
-    }  # fmt: skip
+        "aten::linear": 20,
+        "aten::t": 10,
+        "aten::addmm": 80,
+        "aten::copy_": 20,
+        "aten::mm": 50,
+    }
 
 
 def test_self_times_from_a_trace_equal_the_profilers_own(tmp_path):

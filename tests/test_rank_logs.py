@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from course_utils import distributed, rank_logs
+from course_utils import rank_logs
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -11,7 +11,7 @@ def test_failure_cause_finds_the_failing_ranks_own_error_in_a_real_gpu_log():
     # lesson 05 on a 1-GPU node before the fix (2 ranks, nccl): the cause is in rank 0's lines,
     # not in torchrun's summary
     log = (ASSETS / "ddp_train-2-ranks-1-gpu.log").read_text()
-    cause = distributed.failure_cause(log)
+    cause = rank_logs.failure_cause(log)
     assert cause.startswith("cause (rank 0): torch.distributed.DistBackendError")
     assert cause.endswith("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60")
     assert "destroy_process_group" not in cause  # a later warning, not the error
@@ -39,17 +39,17 @@ E1123 14:58:53.116000 15668 torch/distributed/elastic/multiprocessing/api.py:100
 def test_failure_cause_reads_through_tracebacks_two_ranks_tore_apart():
     # Two ranks' unbuffered tracebacks in one pipe: rank 1 wrote a whole line between rank 0's
     # indent and its source line, leaving a source line at the start of a line (seen in CI).
-    cause = distributed.failure_cause(TORN_TRACEBACKS)
+    cause = rank_logs.failure_cause(TORN_TRACEBACKS)
     assert cause == "cause (the program): RuntimeError: my loader is missing"
 
 
 def test_failure_cause_without_a_traceback_reports_the_signal():
     summary = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
     summary += "  exitcode  : -11 (pid: 1)\n"
-    assert distributed.failure_cause(summary) == (
+    assert rank_logs.failure_cause(summary) == (
         "cause: rank 1 was killed by signal 11 (no Python traceback)"
     )
-    assert distributed.failure_cause("all fine\n") is None
+    assert rank_logs.failure_cause("all fine\n") is None
 
 
 SUMMARY = """\
@@ -85,8 +85,10 @@ def test_a_cpp_abort_shows_the_ranks_last_lines_and_the_signal():
 
 
 def test_a_traceback_in_the_ranks_own_output_is_its_cause():
-    own = {1: "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"x.py\", line 1\n"
-              "[rank1]: ValueError: bad shape\n"}  # fmt: skip
+    own = {
+        1: '[rank1]: Traceback (most recent call last):\n[rank1]:   File "x.py", line 1\n'
+        "[rank1]: ValueError: bad shape\n"
+    }
     assert (
         rank_logs.failure_cause(SUMMARY.format(code=1), own)
         == "cause (rank 1): ValueError: bad shape"

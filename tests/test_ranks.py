@@ -51,8 +51,10 @@ def test_the_note_is_one_line_naming_the_job_and_what_was_set_aside():
 def test_outside_any_job_nothing_is_set_aside():
     local = local_launch_environ({"HOME": "/h", "SLURM_CPUS_PER_TASK": "2"})
     assert (local.environ, local.set_aside, local.note) == (
-        {"HOME": "/h", "SLURM_CPUS_PER_TASK": "2"}, (), "",
-    )  # fmt: skip
+        {"HOME": "/h", "SLURM_CPUS_PER_TASK": "2"},
+        (),
+        "",
+    )
 
 
 def test_stale_torchrun_variables_alone_are_named_too():

@@ -27,9 +27,15 @@ srun python train.py
 
 @pytest.mark.parametrize(
     ("spec", "mins"),
-    [("90", 90), ("5:30", 5.5), ("1:00:00", 60), ("2-0", 2880), ("1-1:30", 1530),
-     ("0-00:15:00", 15)],
-)  # fmt: skip
+    [
+        ("90", 90),
+        ("5:30", 5.5),
+        ("1:00:00", 60),
+        ("2-0", 2880),
+        ("1-1:30", 1530),
+        ("0-00:15:00", 15),
+    ],
+)
 def test_minutes(spec, mins):
     assert sbatch.minutes(spec) == mins
 

@@ -9,7 +9,7 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 from lab_fixtures import record, study  # noqa: E402
 
-from course_utils import scaling  # noqa: E402
+from course_utils.lab import scaling  # noqa: E402
 
 
 def test_efficiency_is_speedup_over_ranks():
@@ -22,8 +22,11 @@ def test_efficiency_is_speedup_over_ranks():
 def test_rows_are_measured_against_the_one_rank_run():
     rows = scaling.scaling_rows(study({"1x2": 0.9, "1x4": 0.75, "2x2": 0.6}))
     assert [(r.name, r.ranks, r.nodes) for r in rows] == [
-        ("1x1", 1, 1), ("1x2", 2, 1), ("1x4", 4, 1), ("2x2", 4, 2)
-    ]  # fmt: skip
+        ("1x1", 1, 1),
+        ("1x2", 2, 1),
+        ("1x4", 4, 1),
+        ("2x2", 4, 2),
+    ]
     assert [round(r.efficiency, 6) for r in rows] == [1.0, 0.9, 0.75, 0.6]
     assert rows[2].speedup == pytest.approx(3.0)
     assert rows[2].rank_hours == pytest.approx(rows[2].hours * 4)

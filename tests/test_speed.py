@@ -5,7 +5,7 @@ import matplotlib
 import pytest
 import torch
 
-from course_utils import data, speed
+from course_utils import data, speed, throughput
 
 matplotlib.use("Agg")
 TINY = data.SyntheticCIFAR10(train=True, size=256)
@@ -42,7 +42,7 @@ def _fake_rate(recipe):
 
 def test_tune_keeps_only_what_measurably_helps():
     tuned, results = speed.tune(TINY, "cpu", speed.tuning_steps(cpus=2), measure_fn=_fake_rate)
-    assert tuned == speed.Recipe(batch_size=512, compile=True)
+    assert tuned == throughput.Recipe(batch_size=512, compile=True)
     by_name = {r.step: r for r in results}
     assert results[0].step == "baseline (documentation script)"
     assert results[0].images_per_second == 100
@@ -94,20 +94,19 @@ def test_tune_retries_compute_steps_dropped_while_the_loader_limited_the_job():
     assert results[4].retried and not results[1].retried
     assert results[4].note == "+50% vs best: kept (re-tried after 'batches from memory' was kept)"
     assert results[5].best_per_second == 1200.0  # judged against the re-tried channels_last
-    assert tuned == speed.Recipe(channels_last=True, compile=True, loader="memory")
+    assert tuned == throughput.Recipe(channels_last=True, compile=True, loader="memory")
 
 
 def test_tune_without_retry_is_the_old_one_pass_method():
     steps = _steps("channels_last", "torch.compile", "batches from memory")
     tuned, results = speed.tune(TINY, "cpu", steps, measure_fn=_loader_bound_machine(), retry=False)
-    assert tuned == speed.Recipe(loader="memory")  # compute steps lost to the loader's limit
+    assert tuned == throughput.Recipe(loader="memory")  # compute steps lost to the loader's limit
     assert len(results) == 4 and not any(r.retried for r in results)
 
 
 def test_tune_retries_only_compute_steps_dropped_before_a_kept_loader_step():
     calls = []
-    steps = _steps("2 DataLoader workers", "channels_last", "batches from memory",
-                   "torch.compile")  # fmt: skip
+    steps = _steps("2 DataLoader workers", "channels_last", "batches from memory", "torch.compile")
     _, results = speed.tune(TINY, "cpu", steps, measure_fn=_loader_bound_machine(calls))
     names = [r.step for r in results]
     # workers (loader side) and compile (judged after the move, on batches from memory) are
@@ -128,7 +127,7 @@ def test_tune_does_not_remeasure_a_retry_already_in_the_recipe():
     ]
     assert results[-1].skipped and results[-1].note == "re-try not needed: already in the recipe"
     assert len(calls) == len(results) - 1  # the last verdict took no measurement
-    assert tuned == speed.Recipe(channels_last=True, compile=True, loader="memory")
+    assert tuned == throughput.Recipe(channels_last=True, compile=True, loader="memory")
 
 
 def test_step_side_is_loader_or_compute():
@@ -171,9 +170,19 @@ def test_tune_pairs_alternate_the_best_and_each_candidate():
 
     steps = speed.tuning_steps(cpus=2, batch_sizes=(512,))[:2]
     speed.tune(TINY, "cpu", steps, pairs=2, measure_fn=fake)
-    big = speed.Recipe(batch_size=512)
-    workers = speed.Recipe(batch_size=512, num_workers=2)
-    assert calls == [speed.NAIVE, speed.NAIVE, big, speed.NAIVE, big, big, workers, big, workers]
+    big = throughput.Recipe(batch_size=512)
+    workers = throughput.Recipe(batch_size=512, num_workers=2)
+    assert calls == [
+        throughput.NAIVE,
+        throughput.NAIVE,
+        big,
+        throughput.NAIVE,
+        big,
+        big,
+        workers,
+        big,
+        workers,
+    ]
 
 
 def test_compare_reports_medians_measured_side_by_side():
@@ -183,11 +192,11 @@ def test_compare_reports_medians_measured_side_by_side():
         calls.append(recipe)
         return [100.0, 300.0, 90.0, 280.0, 110.0, 330.0][len(calls) - 1]
 
-    c = speed.compare(speed.NAIVE, speed.Recipe(batch_size=512), TINY, measure_fn=fake)
-    assert calls[0] == speed.NAIVE and calls[1].batch_size == 512  # alternating
+    c = speed.compare(throughput.NAIVE, throughput.Recipe(batch_size=512), TINY, measure_fn=fake)
+    assert calls[0] == throughput.NAIVE and calls[1].batch_size == 512  # alternating
     assert (c.naive, c.tuned, c.speedup) == (100.0, 300.0, 3.0)
     with pytest.raises(ValueError, match="repeats=0"):
-        speed.compare(speed.NAIVE, speed.NAIVE, TINY, repeats=0)
+        speed.compare(throughput.NAIVE, throughput.NAIVE, TINY, repeats=0)
 
 
 @pytest.mark.parametrize(
@@ -234,19 +243,6 @@ def test_cuda_graphs_step_compiles_in_reduce_overhead_mode(monkeypatch):
     assert step.changes == {"compile": True, "compile_mode": "reduce-overhead"}
     modes = []
     monkeypatch.setattr(torch, "compile", lambda model, mode=None: modes.append(mode) or model)
-    speed.build(speed.Recipe(**step.changes), "cpu")
-    speed.build(speed.Recipe(compile=True), "cpu")
+    throughput.build(throughput.Recipe(**step.changes), "cpu")
+    throughput.build(throughput.Recipe(compile=True), "cpu")
     assert modes == ["reduce-overhead", None]
-
-
-def test_lesson_08s_names_stay_importable_from_speed():
-    from course_utils import hpc, profiling, throughput
-
-    for module, names in (
-        (throughput, ["Recipe", "NAIVE", "MemoryLoader", "make_loader", "build", "measure",
-                      "time_loader", "backend_flags", "train_steps"]),
-        (hpc, ["steady_allocator", "MALLOC_TUNABLES"]),
-        (profiling, ["documentation_loop", "profile_lines", "line_report"]),
-    ):  # fmt: skip
-        for name in names:
-            assert getattr(speed, name) is getattr(module, name), name

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import staging
+from course_utils.lab import staging
 
 
 def _archive(tmp_path: Path, files: int = 5) -> Path:

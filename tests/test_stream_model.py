@@ -74,9 +74,11 @@ def test_the_notes_incorrect_example_races_on_a_and_on_the_result():
 
 def test_the_notes_fix_is_safe_when_the_caller_uses_nothing():
     assert _run(notes_fix, result_read_on=None) == []
-    assert _run(racing, result_read_on=None)[1:] == ["A may be freed and its memory reused "
-                                                      "while the side stream still reads it: "
-                                                      "call A.record_stream(s)"]  # fmt: skip
+    assert _run(racing, result_read_on=None)[1:] == [
+        "A may be freed and its memory reused "
+        "while the side stream still reads it: "
+        "call A.record_stream(s)"
+    ]
 
 
 def test_a_result_used_on_the_callers_stream_needs_a_wait_and_its_own_record_stream():

@@ -115,8 +115,21 @@ def test_sizes_must_fill_the_format(tmp_path):
 def test_course_data_synthetic_prints_the_line_that_runs_a_script(tmp_path, capsys):
     from course_utils.cli import STANDIN_RUN, main
 
-    assert main(["data", "synthetic", "--root", str(tmp_path), "--train-size", "20",
-                 "--test-size", "10"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "data",
+                "synthetic",
+                "--root",
+                str(tmp_path),
+                "--train-size",
+                "20",
+                "--test-size",
+                "10",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert "Dataset not found or corrupted" in lines[0]
     assert lines[-1] == f"    {STANDIN_RUN}"

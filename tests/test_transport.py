@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from course_utils import transport
-from course_utils.nccl_excerpts import EXCERPTS
+from course_utils.lab import transport
+from course_utils.lab.nccl_excerpts import EXCERPTS
 
 # NCCL's INFO line: "<host>:<pid>:<tid> [<cuda device>] NCCL INFO <text>" (src/debug.cc)
 NCCL_LINE = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] NCCL INFO \S.*$")
@@ -31,15 +31,16 @@ def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n():
         ("h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/direct pointer", "p2p"),
         ("h:1:2 [0] NCCL INFO Channel 01/0 : 2[2] -> 3[3] via P2P/CUMEM/read", "p2p"),
         ("h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct", "shm"),
-        ("h:1:2 [3] NCCL INFO Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA",
-         "ib-gdr"),
-        ("h:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0(1)/GDRDMA",
-         "ib-gdr"),
+        (
+            "h:1:2 [3] NCCL INFO Channel 01 : 2[c7000] -> 0[87000] [receive] via NET/IB/5/GDRDMA",
+            "ib-gdr",
+        ),
+        ("h:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0(1)/GDRDMA", "ib-gdr"),
         ("h:1:2 [0] NCCL INFO Channel 00 : 0[1a000] -> 1[1a000] [receive] via NET/IB/0", "ib"),
         ("h:1:2 [7] NCCL INFO Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3", "socket"),
         ("gloo INFO rank 0 -> rank 1 via TCP/lo 127.0.0.1:1 -> 127.0.0.1:2", "socket"),
     ],
-)  # fmt: skip
+)
 def test_links_name_the_transport(line, kind):
     (link,) = transport.links(line)
     assert link.kind == kind
@@ -89,8 +90,9 @@ def test_gloo_lines_name_each_peer_and_leave_the_store_out():
         (("10.0.0.5", 40003), ("10.0.0.6", 60001)),  # to rank 2, over eth0
     ]
     peers = {("127.0.0.1", 50001): 1, ("10.0.0.6", 60001): 2, ("127.0.0.1", 29500): 0}
-    lines = transport.gloo_lines(0, connections, peers, {"127.0.0.1": "lo", "10.0.0.5": "eth0"},
-                                 store_port=29500)  # fmt: skip
+    lines = transport.gloo_lines(
+        0, connections, peers, {"127.0.0.1": "lo", "10.0.0.5": "eth0"}, store_port=29500
+    )
     assert lines == [
         "gloo INFO rank 0 -> rank 1 via TCP/lo 127.0.0.1:40001 -> 127.0.0.1:50001",
         "gloo INFO rank 0 -> rank 2 via TCP/eth0 10.0.0.5:40003 -> 10.0.0.6:60001",

@@ -40,9 +40,10 @@ class Options:
     threads: int | None = shared("threads")
     disable_cuda: bool = shared("disable_cuda")
     backend: str | None = option(
-        None, "unset: nccl when every rank on a node has a GPU of its own, else gloo",
+        None,
+        "unset: nccl when every rank on a node has a GPU of its own, else gloo",
         choices=["gloo", "nccl"],
-    )  # fmt: skip
+    )
     max_steps: int | None = shared("max_steps")
     data_root: str | None = option(None, "CIFAR-10 folder (unset: synthetic images)")
     seed: int = shared("seed", 0)
@@ -106,9 +107,14 @@ def main(argv=None) -> int:
     for epoch in range(1, args.epochs + 1):
         sampler.set_epoch(epoch)  # a new shuffle each epoch, the same on every rank
         stats = train.train_one_epoch(
-            ddp, loader, optimizer, device=device, progress=False,
-            max_steps=args.max_steps, non_blocking=device.type == "cuda",
-        )  # fmt: skip
+            ddp,
+            loader,
+            optimizer,
+            device=device,
+            progress=False,
+            max_steps=args.max_steps,
+            non_blocking=device.type == "cuda",
+        )
         loss, rate = global_stats(stats, device)
         distributed.print0(f"epoch {epoch}: loss {loss:.4f}  {rate:,.0f} images/s")
     distributed.print_line(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}")

@@ -19,11 +19,11 @@ when it fails or is told to stop (SIGTERM). Options avoid prefixes of torchrun's
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -31,25 +31,29 @@ from torch import nn
 
 from course_utils import distributed, failures, flight_recorder
 from course_utils.files import atomic_write_text
+from course_utils.job_config import option, parse, parser, shared
 
 FAULTS = tuple(failures.CAUSES)
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--fault", choices=("none", *FAULTS), default="none")
-    p.add_argument("--faulty-rank", type=int, default=1, help="the rank that misbehaves")
-    p.add_argument("--fault-step", type=int, default=2, help="the step it misbehaves in")
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds for joining and collectives"
-    )
-    p.add_argument("--stall", type=float, default=600.0, help="seconds a stalled rank sleeps")
-    p.add_argument("--master-port", type=int, default=None, help="rank 0 listens here (alone)")
-    p.add_argument("--truth", default=None, help="rank 0 writes the run's truth (JSON) here")
-    args = p.parse_args(argv)
-    if args.steps < 1 or (args.fault != "none" and not 1 <= args.fault_step <= args.steps):
-        p.error(f"--fault-step {args.fault_step} must be one of the --steps (1..{args.steps})")
+@dataclass(kw_only=True)
+class Options:
+    fault: str = option("none", "what the faulty rank does", choices=("none", *FAULTS))
+    faulty_rank: int = option(1, "the rank that misbehaves", minimum=0)
+    fault_step: int = option(2, "the step it misbehaves in", minimum=1)
+    steps: int = shared("steps", 3)
+    timeout: float = option(30.0, "seconds for joining and collectives")
+    stall: float = option(600.0, "seconds a stalled rank sleeps")
+    master_port: int | None = option(None, "rank 0 listens here (alone)")
+    truth: str | None = option(None, "rank 0 writes the run's truth (JSON) here")
+
+
+def parse_args(argv=None) -> Options:
+    args = parse(Options, argv, __doc__)
+    if args.fault != "none" and args.fault_step > args.steps:
+        parser(Options, __doc__).error(
+            f"--fault-step {args.fault_step} must be one of the --steps (1..{args.steps})"
+        )
     return args
 
 

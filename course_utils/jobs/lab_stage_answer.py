@@ -89,8 +89,13 @@ def main(argv=None) -> int:
     folder = Path(returned) if isinstance(returned, (str, os.PathLike)) else None
     is_dir = bool(folder and folder.is_dir())
     found = whole(folder, expected) if is_dir else 0
-    report = {"path": str(returned), "is_dir": is_dir, "whole": found,
-              "expected": len(expected), "read_archive": bool(seen)}  # fmt: skip
+    report = {
+        "path": str(returned),
+        "is_dir": is_dir,
+        "whole": found,
+        "expected": len(expected),
+        "read_archive": bool(seen),
+    }
     print(json.dumps(report), flush=True)
     return 0
 

@@ -20,10 +20,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from course_utils import staging
 from course_utils.files import atomic_write_text
+from course_utils.lab import staging
+from course_utils.lab.staging import ARCHIVE, IMAGES
 from course_utils.ranks import DistEnv
-from course_utils.staging import ARCHIVE, IMAGES
 
 
 def say(line: str) -> None:
@@ -45,8 +45,10 @@ def readings(data: Path, staged: staging.Staged) -> dict:
         }
     finally:
         local_archive.unlink()
-    return {name: {"files": r.files, "bytes": r.nbytes, "seconds": r.seconds}
-            for name, r in measured.items()}  # fmt: skip
+    return {
+        name: {"files": r.files, "bytes": r.nbytes, "seconds": r.seconds}
+        for name, r in measured.items()
+    }
 
 
 def main(argv=None) -> int:
@@ -56,10 +58,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     env = DistEnv.from_environ()
     staged = staging.stage(args.data / ARCHIVE)
-    result = {"rank": env.rank, "local_rank": env.local_rank, "world_size": env.world_size,
-              "ranks_on_node": env.local_world_size, **staged.as_dict()}  # fmt: skip
-    say(f"rank {env.rank} on {staged.node}: {'copied' if staged.copied else 'reused'} "
-        f"{staged.files} files under {staged.base} in {staged.seconds:.3f} s")  # fmt: skip
+    result = {
+        "rank": env.rank,
+        "local_rank": env.local_rank,
+        "world_size": env.world_size,
+        "ranks_on_node": env.local_world_size,
+        **staged.as_dict(),
+    }
+    say(
+        f"rank {env.rank} on {staged.node}: {'copied' if staged.copied else 'reused'} "
+        f"{staged.files} files under {staged.base} in {staged.seconds:.3f} s"
+    )
     if env.local_rank == 0:
         result["readings"] = readings(args.data, staged)
     atomic_write_text(args.out / f"rank{env.rank}.json", json.dumps(result, indent=2) + "\n")

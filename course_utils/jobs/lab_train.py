@@ -26,30 +26,19 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
-from course_utils import (
-    data,
-    distributed,
-    hpc,
-    lab_data,
-    lab_measure,
-    lab_records,
-    models,
-    monitor,
-    reference,
-    staging,
-    transport,
-)
+from course_utils import data, distributed, hpc, models, monitor, reference
 from course_utils.device import local_device
-from course_utils.energy import EnergyMeter
 from course_utils.job_config import option, parse, parser, shared
-from course_utils.lab import LAUNCHER_VARIABLE, SCRIPT_VARIABLE
+from course_utils.lab import measure, run_records, small_files, staging, transport
+from course_utils.lab.cluster import LAUNCHER_VARIABLE, SCRIPT_VARIABLE
+from course_utils.lab.energy import EnergyMeter
 
 
 @dataclass(kw_only=True)
 class Options:
     data: Path = option(help=f"folder holding {staging.ARCHIVE}")
     out: Path = option(help="records folder (rank 0 writes)")
-    study: str = option("scaling", "what the record belongs to", choices=lab_records.STUDIES)
+    study: str = option("scaling", "what the record belongs to", choices=run_records.STUDIES)
     name: str | None = option(None, "default: NODESxRANKS_PER_NODE, or lr-LR")
     batch_size: int = shared("batch_size", 32)  # per rank (weak scaling)
     steps: int = shared("steps", 8)  # timed steps, after the warm-up
@@ -81,15 +70,16 @@ def parse_args(argv=None) -> Options:
 
 def join(args):
     env = distributed.DistEnv.from_environ()
-    device = local_device(env.local_rank, env.local_world_size,
-                          "cpu" if args.disable_cuda else None)  # fmt: skip
+    device = local_device(
+        env.local_rank, env.local_world_size, "cpu" if args.disable_cuda else None
+    )
     distributed.init_process_group(None, env, timeout=args.timeout, device=device)
     # the CPUs this rank may run on, and those of the ranks on its machine: without core
     # binding (torchrun's workers in one task, a site that does not confine tasks) they share
     mine = sorted(os.sched_getaffinity(0))
     machine = socket.gethostname()
-    shared = [set(cpus) for host, cpus in lab_measure.gather((machine, mine)) if host == machine]
-    threads = args.threads or lab_measure.threads_per_rank(hpc.allocated_cpus(), set(mine), shared)
+    shared = [set(cpus) for host, cpus in measure.gather((machine, mine)) if host == machine]
+    threads = args.threads or measure.threads_per_rank(hpc.allocated_cpus(), set(mine), shared)
     threads = hpc.configure_threads(threads)
     node = staging.node_name(os.environ)
     distributed.print_line(
@@ -102,7 +92,7 @@ def join(args):
 def stage(args, env) -> tuple[staging.Staged, dict]:
     staged = staging.stage(args.data / staging.ARCHIVE)
     copies: dict[str, int] = {}
-    for s in lab_measure.gather(staged.as_dict()):
+    for s in measure.gather(staged.as_dict()):
         copies[s["node"]] = copies.get(s["node"], 0) + int(s["copied"])
     if env.local_rank == 0:
         distributed.print_line(
@@ -126,7 +116,7 @@ def batches(loader, sampler, count: int):
 
 
 def train(args, env, device, staged):
-    dataset = lab_data.FolderImages(staged.path / staging.IMAGES)
+    dataset = small_files.FolderImages(staged.path / staging.IMAGES)
     sampler = DistributedSampler(dataset, env.world_size, env.rank, shuffle=True, seed=0)
     loader = data.make_loader(dataset, args.batch_size, sampler=sampler, drop_last=True)
     torch.manual_seed(0)
@@ -143,11 +133,11 @@ def train(args, env, device, staged):
         optimizer.step()
         return loss.detach()
 
-    seconds, losses = lab_measure.timed_steps(
+    seconds, losses = measure.timed_steps(
         step, batches(loader, sampler, args.warmup + args.steps), device, args.warmup
     )
     inputs, targets = next(iter(loader))
-    share = lab_measure.exposed_communication(
+    share = measure.exposed_communication(
         ddp, inputs.to(device), targets.to(device), loss_fn, device
     )
     return seconds, losses, share
@@ -164,73 +154,108 @@ def measured(args, env, device, threads, staged):
     energy = meter.stop()
     counted = energy.source == "nvml" or (energy.source == "rapl" and env.local_rank == 0)
     gpu_mean = gpus.summary().get("gpu %", {}).get("mean")
-    return lab_measure.gather({
-        "seconds": sum(seconds), "step": statistics.median(seconds), "losses": losses,
-        "share": share, "cpu": cpu_percent, "gpu": gpu_mean, "energy": energy.as_dict(),
-        "joules": energy.joules if counted and energy.joules is not None else 0.0,
-    })  # fmt: skip
+    return measure.gather(
+        {
+            "seconds": sum(seconds),
+            "step": statistics.median(seconds),
+            "losses": losses,
+            "share": share,
+            "cpu": cpu_percent,
+            "gpu": gpu_mean,
+            "energy": energy.as_dict(),
+            "joules": energy.joules if counted and energy.joules is not None else 0.0,
+        }
+    )
 
 
 def show_transport(args, env, device) -> tuple[transport.AllReduce, list[str]]:
-    seconds = lab_measure.allreduce_seconds(args.allreduce_bytes, device)
+    seconds = measure.allreduce_seconds(args.allreduce_bytes, device)
     result = transport.AllReduce(args.allreduce_bytes, env.world_size, seconds)
-    distributed.print0(transport.ALLREDUCE_LINE.format(
-        nbytes=result.nbytes, ranks=result.ranks, ms=seconds * 1e3,
-        iters=lab_measure.ALLREDUCE_ITERATIONS))  # fmt: skip
+    distributed.print0(
+        transport.ALLREDUCE_LINE.format(
+            nbytes=result.nbytes,
+            ranks=result.ranks,
+            ms=seconds * 1e3,
+            iters=measure.ALLREDUCE_ITERATIONS,
+        )
+    )
     lines = []
     if dist.get_backend() == "gloo":  # NCCL prints its own lines under NCCL_DEBUG=INFO
-        connections = lab_measure.tcp_connections()
+        connections = measure.tcp_connections()
         peers = {}
-        for rank, mine in enumerate(lab_measure.gather([local for local, _ in connections])):
+        for rank, mine in enumerate(measure.gather([local for local, _ in connections])):
             peers.update({tuple(local): rank for local in mine})
-        addresses = lab_measure.interface_addresses()
+        addresses = measure.interface_addresses()
         store = int(os.environ.get("MASTER_PORT", env.master_port))
         lines = transport.gloo_lines(env.rank, connections, peers, addresses, store)
         for line in lines:
             distributed.print_line(line)
-    return result, sum(lab_measure.gather(lines), [])
+    return result, sum(measure.gather(lines), [])
 
 
-def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce,
-           links) -> dict:  # fmt: skip
+def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, links) -> dict:
     losses = ranks[0]["losses"]
     images = args.batch_size * args.steps * env.world_size
     per_node = env.local_world_size
-    name = args.name or (f"lr-{args.lr:g}" if args.study == "sweep"
-                         else f"{len(set(nodes))}x{per_node}")  # fmt: skip
+    name = args.name or (
+        f"lr-{args.lr:g}" if args.study == "sweep" else f"{len(set(nodes))}x{per_node}"
+    )
     energy = ranks[0]["energy"]
     if energy["joules"] is not None:
         energy = {**energy, "joules": sum(r["joules"] for r in ranks)}
     gpus = [r["gpu"] for r in ranks if r["gpu"] is not None]
     launcher = os.environ.get(LAUNCHER_VARIABLE) or (
-        "slurm" if os.environ.get("SLURM_JOB_ID") else "local")  # fmt: skip
+        "slurm" if os.environ.get("SLURM_JOB_ID") else "local"
+    )
     cpu = reference.device_name(torch.device("cpu")) if device.type == "cpu" else None
     return {
-        "record": lab_records.KIND, "schema": lab_records.SCHEMA, "study": args.study,
+        "record": run_records.KIND,
+        "schema": run_records.SCHEMA,
+        "study": args.study,
         "name": name,
-        "label": lab_records.label(launcher, cpu=cpu, torch_version=torch.__version__,
-                                   script=os.environ.get(SCRIPT_VARIABLE)),
+        "label": run_records.label(
+            launcher,
+            cpu=cpu,
+            torch_version=torch.__version__,
+            script=os.environ.get(SCRIPT_VARIABLE),
+        ),
         "configuration": {
-            "nodes": len(set(nodes)), "ranks": env.world_size, "ranks_per_node": per_node,
-            "threads_per_rank": threads, "cpus_per_task": hpc.allocated_cpus(),
-            "batch_per_rank": args.batch_size, "steps": args.steps, "lr": args.lr,
-            "device": device.type, "gpus_per_rank": 1 if device.type == "cuda" else 0,
+            "nodes": len(set(nodes)),
+            "ranks": env.world_size,
+            "ranks_per_node": per_node,
+            "threads_per_rank": threads,
+            "cpus_per_task": hpc.allocated_cpus(),
+            "batch_per_rank": args.batch_size,
+            "steps": args.steps,
+            "lr": args.lr,
+            "device": device.type,
+            "gpus_per_rank": 1 if device.type == "cuda" else 0,
         },
-        "node_names": sorted(set(nodes)), "backend": dist.get_backend(),
+        "node_names": sorted(set(nodes)),
+        "backend": dist.get_backend(),
         "throughput": images / max(r["seconds"] for r in ranks),
         "step_time": max(r["step"] for r in ranks),
         "communication_share": statistics.median(r["share"] for r in ranks),
-        "utilisation": {"cpu_percent": statistics.fmean(r["cpu"] for r in ranks),
-                        "gpu_percent": statistics.fmean(gpus) if gpus else None},
+        "utilisation": {
+            "cpu_percent": statistics.fmean(r["cpu"] for r in ranks),
+            "gpu_percent": statistics.fmean(gpus) if gpus else None,
+        },
         "energy": energy,
-        "staging": {"copies": copies, "base": str(staged.base.path),
-                    "base_from": staged.base.source},
-        "allreduce": {"bytes": allreduce.nbytes, "ranks": allreduce.ranks,
-                      "seconds": allreduce.seconds, "algbw": allreduce.algbw,
-                      "busbw": allreduce.busbw},
+        "staging": {
+            "copies": copies,
+            "base": str(staged.base.path),
+            "base_from": staged.base.source,
+        },
+        "allreduce": {
+            "bytes": allreduce.nbytes,
+            "ranks": allreduce.ranks,
+            "seconds": allreduce.seconds,
+            "algbw": allreduce.algbw,
+            "busbw": allreduce.busbw,
+        },
         "transport": transport.diagnose("\n".join(links)) if links else None,
         "loss": {"first": statistics.fmean(losses[:5]), "last": statistics.fmean(losses[-5:])},
-    }  # fmt: skip
+    }
 
 
 def main(argv=None) -> int:
@@ -239,11 +264,10 @@ def main(argv=None) -> int:
     staged, copies = stage(args, env)
     ranks = measured(args, env, device, threads, staged)
     allreduce, links = show_transport(args, env, device)
-    nodes = lab_measure.gather(node)
+    nodes = measure.gather(node)
     if distributed.is_main_process():
-        result = record(args, env, device, threads, nodes, staged, copies, ranks, allreduce,
-                        links)  # fmt: skip
-        path = lab_records.save(result, args.out)
+        result = record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, links)
+        path = run_records.save(result, args.out)
         distributed.print_line(
             f"record {result['name']}: {result['throughput']:,.0f} images/s, "
             f"{result['configuration']['ranks']} ranks on {result['configuration']['nodes']} "

@@ -58,10 +58,17 @@ def main(argv=None) -> int:
                 print_line(f"epoch {trainer.current_epoch + 1}: loss {loss:.4f}")
 
     trainer = L.Trainer(
-        accelerator=args.accelerator, devices=args.devices, num_nodes=args.num_nodes,
-        strategy="ddp", max_epochs=args.epochs, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, callbacks=[PrintLoss()],
-    )  # fmt: skip
+        accelerator=args.accelerator,
+        devices=args.devices,
+        num_nodes=args.num_nodes,
+        strategy="ddp",
+        max_epochs=args.epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[PrintLoss()],
+    )
     trainer.fit(model, loader)
     checksum = models.parameter_hash(model.net)
     # one write per line: the two ranks share stdout (print's text and newline could interleave)

@@ -33,9 +33,10 @@ class Options:
     mib: int = option(256, "its size, when it has to be written", minimum=1)
     workers: int = option(4, "DataLoader workers (this program is about workers)", minimum=1)
     open: str = option(
-        "copy", "copy: each worker reads the file into memory; mmap: maps it",
+        "copy",
+        "copy: each worker reads the file into memory; mmap: maps it",
         choices=["copy", "mmap"],
-    )  # fmt: skip
+    )
     batch_size: int = shared("batch_size", 256)
     batches: int = option(0, "batches to read (0: 2 per worker)", minimum=0)
 
@@ -64,15 +65,23 @@ def main(argv=None) -> int:
     dataset = job_memory.ImageFile(path, mmap=args.open == "mmap", announce=True)
     size = len(dataset) * job_memory.IMAGE_BYTES / MiB
     workers = f"{args.workers} DataLoader worker{'s' if args.workers != 1 else ''}"
-    say(f"main process (pid {os.getpid()}): {workers} read {path.name}, "
-        f"{size:.0f} MiB of images, each opening it with --open {args.open}")  # fmt: skip
+    say(
+        f"main process (pid {os.getpid()}): {workers} read {path.name}, "
+        f"{size:.0f} MiB of images, each opening it with --open {args.open}"
+    )
     say(limit_line())
-    loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
-                        worker_init_fn=announce_worker)  # fmt: skip
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        worker_init_fn=announce_worker,
+    )
     run = job_memory.read_loader(loader, args.batches or 2 * args.workers)
-    say(f"held by the main process and its workers, each shared page once: "
+    say(
+        f"held by the main process and its workers, each shared page once: "
         f"{sum(p.held for p in run.held) / MiB:.0f} MiB; each worker's own: "
-        f"{', '.join(f'{p.unshared / MiB:.0f}' for p in run.workers)} MiB")  # fmt: skip
+        f"{', '.join(f'{p.unshared / MiB:.0f}' for p in run.workers)} MiB"
+    )
     say(f"finished: {run.batches} batches, checksum {run.checksum}")
     return 0
 

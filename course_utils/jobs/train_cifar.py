@@ -28,9 +28,10 @@ class Options:
     batch_size: int = shared("batch_size", 128)
     lr: float = shared("lr", 0.05)
     num_workers: int | None = option(
-        None, "DataLoader workers (unset: one per allocated CPU on a GPU, none on the CPU)",
+        None,
+        "DataLoader workers (unset: one per allocated CPU on a GPU, none on the CPU)",
         minimum=0,
-    )  # fmt: skip
+    )
     threads: int | None = shared("threads")
     disable_cuda: bool = shared("disable_cuda")
     max_steps: int | None = shared("max_steps")

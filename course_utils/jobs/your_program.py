@@ -34,12 +34,17 @@ USAGE = "usage: python -m course_utils.jobs.your_program (SCRIPT.py | -m MODULE)
 def rank_variables(env: DistEnv) -> dict[str, str]:
     """Both styles' variables for the task `env` describes."""
     values = {
-        "RANK": env.rank, "LOCAL_RANK": env.local_rank, "WORLD_SIZE": env.world_size,
+        "RANK": env.rank,
+        "LOCAL_RANK": env.local_rank,
+        "WORLD_SIZE": env.world_size,
         "LOCAL_WORLD_SIZE": env.local_world_size,
-        "MASTER_ADDR": env.master_addr, "MASTER_PORT": env.master_port,
-        "SLURM_PROCID": env.rank, "SLURM_LOCALID": env.local_rank, "SLURM_NTASKS": env.world_size,
+        "MASTER_ADDR": env.master_addr,
+        "MASTER_PORT": env.master_port,
+        "SLURM_PROCID": env.rank,
+        "SLURM_LOCALID": env.local_rank,
+        "SLURM_NTASKS": env.world_size,
         "SLURM_NTASKS_PER_NODE": env.local_world_size,
-    }  # fmt: skip
+    }
     return {name: str(value) for name, value in values.items()}
 
 

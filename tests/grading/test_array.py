@@ -19,10 +19,15 @@ def test_the_sbatch_command_sets_the_array_and_passes_the_instructor_s_options_l
     run = Path("/work/out/slurm/run-1")
     cmd = array.sbatch_command(Path("/c/slurm/grade_array.sh"), run, 3, ["--partition=cpu"])
     assert cmd == [
-        "sbatch", "--parsable", "--array=0-2", "--job-name=course-grade",
-        "--output=/work/out/slurm/run-1/task-%a.out", "--partition=cpu",
-        "/c/slurm/grade_array.sh", "/work/out/slurm/run-1/manifest.json",
-    ]  # fmt: skip
+        "sbatch",
+        "--parsable",
+        "--array=0-2",
+        "--job-name=course-grade",
+        "--output=/work/out/slurm/run-1/task-%a.out",
+        "--partition=cpu",
+        "/c/slurm/grade_array.sh",
+        "/work/out/slurm/run-1/manifest.json",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -67,8 +72,10 @@ def test_submit_returns_the_job_id_or_sbatch_s_own_refusal(monkeypatch):
 
 def test_squeue_and_scontrol_answers_are_read_per_task():
     assert array.parse_squeue("2|RUNNING\n1|PENDING\n0|RUNNING\n") == {
-        0: "RUNNING", 1: "PENDING", 2: "RUNNING",
-    }  # fmt: skip
+        0: "RUNNING",
+        1: "PENDING",
+        2: "RUNNING",
+    }
     text = (
         "JobId=83 ArrayJobId=81 ArrayTaskId=1 JobName=wrap JobState=CANCELLED Reason=None "
         "ExitCode=0:15 NodeList=cn1\n"
@@ -76,8 +83,10 @@ def test_squeue_and_scontrol_answers_are_read_per_task():
     )
     fields = array.parse_scontrol(text)
     assert (fields[1]["JobState"], fields[1]["NodeList"], fields[0]["JobState"]) == (
-        "CANCELLED", "cn1", "RUNNING",
-    )  # fmt: skip
+        "CANCELLED",
+        "cn1",
+        "RUNNING",
+    )
 
 
 SCONTROL = (
@@ -119,21 +128,45 @@ CANCELLED = "slurmstepd-cn1: error: *** JOB 83 ON cn1 CANCELLED AT 2026-11-25T21
     "status, fields, output, state, says",
     [
         ({"state": "done", "node": "cn1"}, None, "", "done", ""),
-        ({"state": "refused", "node": "cn2", "reason": "cannot grade in a sandbox: bwrap ..."},
-         None, "", "refused", "cannot grade in a sandbox"),
+        (
+            {"state": "refused", "node": "cn2", "reason": "cannot grade in a sandbox: bwrap ..."},
+            None,
+            "",
+            "refused",
+            "cannot grade in a sandbox",
+        ),
         ({"state": "running", "node": "cn1"}, None, CANCELLED, "cancelled", "scancel"),
-        ({"state": "interrupted", "node": "cn1"}, {"JobState": "CANCELLED"}, "", "cancelled",
-         "cancelled"),
-        ({"state": "running", "node": "cn1"}, None,
-         "slurmstepd: error: *** JOB 9 ON cn1 CANCELLED AT 2026 DUE TO TIME LIMIT ***", "timeout",
-         "--sbatch --time=HH:MM:SS"),
+        (
+            {"state": "interrupted", "node": "cn1"},
+            {"JobState": "CANCELLED"},
+            "",
+            "cancelled",
+            "cancelled",
+        ),
+        (
+            {"state": "running", "node": "cn1"},
+            None,
+            "slurmstepd: error: *** JOB 9 ON cn1 CANCELLED AT 2026 DUE TO TIME LIMIT ***",
+            "timeout",
+            "--sbatch --time=HH:MM:SS",
+        ),
         (None, {"JobState": "OUT_OF_MEMORY", "NodeList": "cn2"}, "", "oom", "--sbatch --mem"),
-        (None, None, "Traceback ...\nImportError: no module named torch\n", "failed",
-         "ImportError: no module named torch"),
-        (None, {"JobState": "FAILED", "NodeList": "cn2"}, "", "failed",
-         "FAILED: it left no output"),
+        (
+            None,
+            None,
+            "Traceback ...\nImportError: no module named torch\n",
+            "failed",
+            "ImportError: no module named torch",
+        ),
+        (
+            None,
+            {"JobState": "FAILED", "NodeList": "cn2"},
+            "",
+            "failed",
+            "FAILED: it left no output",
+        ),
     ],
-)  # fmt: skip
+)
 def test_how_a_task_ended(status, fields, output, state, says):
     outcome = array.task_outcome(1, status, fields, output)
     assert outcome.state == state and says in outcome.reason
@@ -161,5 +194,8 @@ def test_outcomes_read_each_task_s_status_output_and_slurm_s_record(tmp_path):
     records = {3: {"JobState": "CANCELLED"}}  # cancelled while pending: no status, no output
     found = array.outcomes(tmp_path, 4, records)
     assert [(o.index, o.state, o.node) for o in found] == [
-        (0, "done", "cn1"), (1, "cancelled", "cn2"), (2, "failed", ""), (3, "cancelled", ""),
-    ]  # fmt: skip
+        (0, "done", "cn1"),
+        (1, "cancelled", "cn2"),
+        (2, "failed", ""),
+        (3, "cancelled", ""),
+    ]

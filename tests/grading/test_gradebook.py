@@ -104,10 +104,16 @@ def test_write_outputs_is_atomic(tmp_path, monkeypatch):
 def test_a_class_prints_one_row_per_learner_with_a_total_per_lesson():
     def lesson(learner, number, points, status="ok"):
         return SubmissionGrade(
-            learner, number, "x", status, "why" if status != "ok" else "",
-            exercises=[ExerciseGrade(f"{number}.1", "a", 2, "passed" if points else "failed", ""),
-                       ExerciseGrade(f"{number}.2", "b", 1, "failed", "")],
-        )  # fmt: skip
+            learner,
+            number,
+            "x",
+            status,
+            "why" if status != "ok" else "",
+            exercises=[
+                ExerciseGrade(f"{number}.1", "a", 2, "passed" if points else "failed", ""),
+                ExerciseGrade(f"{number}.2", "b", 1, "failed", ""),
+            ],
+        )
 
     grades = [lesson("ann", n, 2) for n in ("00", "01", "05")] + [
         lesson("bo", "01", 0, "timeout"),
@@ -124,11 +130,16 @@ def test_a_class_prints_one_row_per_learner_with_a_total_per_lesson():
 
 def test_html_feedback_shows_each_verdict_and_escapes_every_text():
     hostile = SubmissionGrade(
-        "<b>ann</b>", "01", "x", "crashed", "the kernel died in <script>alert(1)</script>",
-        exercises=[ExerciseGrade("01.1", "flatten & view", 1, "failed",
-                                 'expected "a view", got <tensor>')],
+        "<b>ann</b>",
+        "01",
+        "x",
+        "crashed",
+        "the kernel died in <script>alert(1)</script>",
+        exercises=[
+            ExerciseGrade("01.1", "flatten & view", 1, "failed", 'expected "a view", got <tensor>')
+        ],
         notes=["exercise 01.3: <no cell>"],
-    )  # fmt: skip
+    )
     page = gradebook.feedback_html("<b>ann</b>", [hostile])
     assert "<script>" not in page and "<b>ann</b>" not in page and "<tensor>" not in page
     assert "<title>Feedback for &lt;b&gt;ann&lt;/b&gt;</title>" in page

@@ -95,11 +95,12 @@ def test_check_prints_the_same_line_in_a_grade_and_reports_on_the_channel(
     monkeypatch.setenv(HELD_OUT_SEED, "11")
     answer = lambda x: x.flatten(1) if isinstance(x, torch.Tensor) else x * x  # noqa: E731
     exercises.check(squares, answer)
-    assert capsys.readouterr().out == plain == "[01.1] passed: (8, 3, 4, 4) -> (8, 48) as a view " \
-        "of the same memory\n"  # fmt: skip
+    assert (
+        capsys.readouterr().out == plain == "[01.1] passed: (8, 3, 4, 4) -> (8, 48) as a view "
+        "of the same memory\n"
+    )
     [line] = channel.read(path)
-    assert line == {"kind": "held-out", "exercise": "01.1", "cases": 3, "passed": 3,
-                    "failures": []}  # fmt: skip
+    assert line == {"kind": "held-out", "exercise": "01.1", "cases": 3, "passed": 3, "failures": []}
     exercises.check(squares, lambda x: x.clone())  # the visible cases fail: none run
     assert capsys.readouterr().out.startswith("[01.1] failed") and len(channel.read(path)) == 1
 
@@ -117,15 +118,27 @@ PASSED = ExerciseGrade("05.2", "plan", 1, "passed", "nccl only with a GPU per ra
 @pytest.mark.parametrize(
     "line, verdict, counted, says",
     [
-        ({"kind": "held-out", "exercise": "05.2", "cases": 4, "passed": 4}, "passed", 4,
-         "nccl only with a GPU per rank"),
-        ({"kind": "held-out", "exercise": "05.2", "cases": 4, "passed": 1}, "failed", 1,
-         "the visible cases passed, but 3 of 4 held-out cases failed: compute the result"),
+        (
+            {"kind": "held-out", "exercise": "05.2", "cases": 4, "passed": 4},
+            "passed",
+            4,
+            "nccl only with a GPU per rank",
+        ),
+        (
+            {"kind": "held-out", "exercise": "05.2", "cases": 4, "passed": 1},
+            "failed",
+            1,
+            "the visible cases passed, but 3 of 4 held-out cases failed: compute the result",
+        ),
         (None, "failed", 0, "the 4 held-out cases reported no result"),
-        ({"kind": "held-out", "exercise": "05.2", "cases": 9, "passed": 9}, "failed", 0,
-         "reported no result"),  # not the instructor's count: forged or stale
+        (
+            {"kind": "held-out", "exercise": "05.2", "cases": 9, "passed": 9},
+            "failed",
+            0,
+            "reported no result",
+        ),  # not the instructor's count: forged or stale
     ],
-)  # fmt: skip
+)
 def test_a_passing_exercise_keeps_its_points_only_when_every_held_out_case_passed(
     line, verdict, counted, says
 ):
@@ -158,9 +171,11 @@ def test_the_channel_s_held_out_lines_by_exercise_the_last_one_winning():
 
 def test_feedback_says_how_many_held_out_cases_passed():
     grade = SubmissionGrade(
-        "ann", "05", "ann/05.ipynb",
+        "ann",
+        "05",
+        "ann/05.ipynb",
         exercises=[with_held_out(PASSED, 4, {"kind": "held-out", "cases": 4, "passed": 3})],
-    )  # fmt: skip
+    )
     assert "(3/4 held-out cases passed)" in gradebook.feedback_markdown("ann", [grade])
     assert "<td>3/4 held-out cases passed</td>" in gradebook.feedback_html("ann", [grade])
 

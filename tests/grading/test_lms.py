@@ -29,8 +29,15 @@ def test_canvas_header_points_possible_row_and_one_row_per_learner():
     table = rows(lms.canvas_csv(GRADES))
     # GradebookImporter: row[0] holds "Student", row[1] "ID", then SIS User ID and SIS Login ID,
     # and the last student column "Section"; a row starting "Points Possible" gives the points
-    assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
-                        "Lesson 01", "Lesson 05"]  # fmt: skip
+    assert table[0] == [
+        "Student",
+        "ID",
+        "SIS User ID",
+        "SIS Login ID",
+        "Section",
+        "Lesson 01",
+        "Lesson 05",
+    ]
     assert table[1] == ["Points Possible", "", "", "", "", "4", "3"]
     assert table[2:] == [
         ["ann", "", "", "ann", "", "4", "3"],

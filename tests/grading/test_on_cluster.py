@@ -80,9 +80,10 @@ def cluster(tmp_path, monkeypatch):
     monkeypatch.setattr(array, "submit", submit)
     monkeypatch.setattr(array, "running_tasks", lambda job: {})
     monkeypatch.setattr(
-        processes, "run",
+        processes,
+        "run",
         lambda cmd, **kw: processes.Finished(tuple(cmd), 1, "", "Invalid job id specified", 0.0),
-    )  # fmt: skip
+    )
     return state
 
 
@@ -106,8 +107,18 @@ def grade(subs, out, *options):
 def test_the_array_s_gradebook_equals_a_local_run_s(tmp_path, cluster, capsys):
     make_class(tmp_path / "subs")
     assert grade(tmp_path / "subs", tmp_path / "local", "-j", "2") == 0
-    assert grade(tmp_path / "subs", tmp_path / "array", "--slurm", "--tasks", "3",
-                 "--sbatch", "--partition=debug") == 0  # fmt: skip
+    assert (
+        grade(
+            tmp_path / "subs",
+            tmp_path / "array",
+            "--slurm",
+            "--tasks",
+            "3",
+            "--sbatch",
+            "--partition=debug",
+        )
+        == 0
+    )
     said = capsys.readouterr().out
     assert "job array 81: 3 tasks grade 6 submissions (0 kept from earlier runs)" in said
     local, spread = tmp_path / "local", tmp_path / "array"
@@ -131,8 +142,10 @@ def test_a_second_run_grades_only_what_a_cancelled_task_left(tmp_path, cluster, 
     cluster["cancel"] = {1}
     assert grade(tmp_path / "subs", out, "--slurm", "--tasks", "3") == 1
     first = capsys.readouterr()
-    assert "task 1 on cn2: cancelled: it was cancelled (scancel); 2 submissions without a " \
-        "result: " in first.err  # fmt: skip
+    assert (
+        "task 1 on cn2: cancelled: it was cancelled (scancel); 2 submissions without a "
+        "result: " in first.err
+    )
     assert "2 submissions have no result yet: run the same command again" in first.err
     assert len(gradebook(out)) == 4 and cluster["runner"].runs == 4
     cluster["cancel"] = set()
@@ -164,13 +177,22 @@ def test_a_node_that_cannot_sandbox_fails_its_task_with_the_reason(
 ):
     make_class(tmp_path / "subs", ("ann", "bo"))
     monkeypatch.setattr(sandbox, "problem", lambda max_procs: "bubblewrap (bwrap) is not found")
-    argv = ["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--slurm",
-            "--max-procs", "0"]  # fmt: skip
+    argv = [
+        "grade",
+        str(tmp_path / "subs"),
+        "--out",
+        str(tmp_path / "out"),
+        "--slurm",
+        "--max-procs",
+        "0",
+    ]
     assert main(argv) == 1
     said = capsys.readouterr()
     assert cluster["runner"].runs == 0  # nothing was graded unsandboxed
-    assert "task 0 on cn1 graded nothing: cannot grade in a sandbox: bubblewrap (bwrap) is " \
-        "not found" in said.err  # fmt: skip
+    assert (
+        "task 0 on cn1 graded nothing: cannot grade in a sandbox: bubblewrap (bwrap) is "
+        "not found" in said.err
+    )
     assert "task 0 on cn1: refused: cannot grade in a sandbox: bubblewrap" in said.err
     assert gradebook(tmp_path / "out") == []
 
@@ -202,8 +224,10 @@ def test_a_result_where_the_grader_failed_is_shown_and_graded_again(tmp_path, cl
     cluster["runner"].broken = True
     assert grade(tmp_path / "subs", out, "--slurm") == 1
     [row] = gradebook(out)
-    assert (row["status"], row["reason"]) == ("error", "the grader failed: RuntimeError: a bug "
-                                              "in the grader")  # fmt: skip
+    assert (row["status"], row["reason"]) == (
+        "error",
+        "the grader failed: RuntimeError: a bug in the grader",
+    )
     cluster["runner"].broken = False
     assert grade(tmp_path / "subs", out, "--slurm") == 0
     assert [(r["status"], r["total"]) for r in gradebook(out)] == [("ok", "4")]

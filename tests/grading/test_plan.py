@@ -8,8 +8,8 @@ import pytest
 
 from course_utils.grading.grader import plan as plans
 from course_utils.grading.grader.plan import FRESH_CHECK, Lesson, build_grading_notebook
-from course_utils.grading.release import course_meta
 from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
 
 SOLUTIONS = REPO_ROOT / "solutions"
 

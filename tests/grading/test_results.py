@@ -64,12 +64,21 @@ def test_choose_seed_given_then_stored_then_new():
 
 def grade(status="ok") -> SubmissionGrade:
     return SubmissionGrade(
-        "ann", "05", "subs/ann/05.ipynb", status, "why" if status != "ok" else "",
-        exercises=[ExerciseGrade("05.2", "plan", 1, "passed", "fine", 4, 4),
-                   ExerciseGrade("05.3", "header", 1, "failed", "no --time")],
-        flags=["05.2: opens or removes files"], notes=["a note"], seconds=12.5,
-        sandbox="bubblewrap", seed=42,
-    )  # fmt: skip
+        "ann",
+        "05",
+        "subs/ann/05.ipynb",
+        status,
+        "why" if status != "ok" else "",
+        exercises=[
+            ExerciseGrade("05.2", "plan", 1, "passed", "fine", 4, 4),
+            ExerciseGrade("05.3", "header", 1, "failed", "no --time"),
+        ],
+        flags=["05.2: opens or removes files"],
+        notes=["a note"],
+        seconds=12.5,
+        sandbox="bubblewrap",
+        seed=42,
+    )
 
 
 def test_a_result_file_gives_back_the_grade_it_was_written_from():

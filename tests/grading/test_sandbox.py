@@ -84,14 +84,17 @@ def test_read_only_paths_under_the_work_folder_are_bound_on_top_of_its_tmpfs():
 @pytest.mark.parametrize(
     "said, admins",
     [
-        ("bwrap: No permissions to creating new namespace, likely because the kernel does not "
-         "allow non-privileged user namespaces", True),
+        (
+            "bwrap: No permissions to creating new namespace, likely because the kernel does not "
+            "allow non-privileged user namespaces",
+            True,
+        ),
         ("bwrap: setting up uid map: Permission denied", True),
         ("bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted", True),
         ("prlimit: failed to execute /tmp/x/.venv/bin/python: No such file or directory", False),
         ("ModuleNotFoundError: No module named 'course_utils'", False),
     ],
-)  # fmt: skip
+)
 def test_probe_fix_tells_a_refused_namespace_from_a_missing_path(said, admins):
     fix = sandbox.probe_fix(said)
     assert ("user namespaces" in fix) is admins

@@ -111,8 +111,11 @@ def test_compare_checks_fails_a_check_whose_output_differs(plan, lesson):
     rules = outputs.sanitize_rules(SANITIZE_FILE)
     (_, check1), (_, check2), (_, check3), (_, check4) = plan.cells.values()
     same = record(check1, PASS_01_1, check="01.1")
-    printed = record(check2, "debug\n[01.2] passed: every column now has mean 0 and standard "
-                     "deviation 1\n", check="01.2")  # fmt: skip
+    printed = record(
+        check2,
+        "debug\n[01.2] passed: every column now has mean 0 and standard deviation 1\n",
+        check="01.2",
+    )
     failing = record(check3, raised=("NameError", "x"), check="01.3")
     run = run_of(same, printed, failing)
     verdicts.compare_checks(plan, lesson, run, rules)

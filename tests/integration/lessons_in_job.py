@@ -42,20 +42,31 @@ class Style:
 STYLES = {
     s.name: s
     for s in (
-        Style("step", ("--ntasks=1", "--cpus-per-task=4"),
-              'srun --ntasks=1 --cpus-per-task="$SLURM_CPUS_PER_TASK"'),
+        Style(
+            "step",
+            ("--ntasks=1", "--cpus-per-task=4"),
+            'srun --ntasks=1 --cpus-per-task="$SLURM_CPUS_PER_TASK"',
+        ),
         Style("batch-tasks", ("--nodes=1", "--ntasks-per-node=4"), "exec"),
         Style("batch-cpus", ("--cpus-per-task=4",), "exec"),
     )
-}  # fmt: skip
+}
 
 
 def job_script(style: Style, pytest_args: list[str], junit: Path) -> str:
     header = "\n".join(f"#SBATCH {option}" for option in style.sbatch)
     command = " ".join(
-        _quote(a) for a in [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                            f"--junitxml={junit}", *pytest_args]
-    )  # fmt: skip
+        _quote(a)
+        for a in [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={junit}",
+            *pytest_args,
+        ]
+    )
     return f"""#!/bin/bash
 #SBATCH --job-name=lessons-in-job-{style.name}
 #SBATCH --time=00:30:00
@@ -113,12 +124,15 @@ def run_style(style: Style, pytest_args: list[str]) -> tuple[bool, list[str]]:
         return False, [f"{style.name:12} {shape}: no results (job exit {result.returncode})", tail]
     lines, ok = [], result.returncode == 0
     for name, lesson in read_junit(junit).items():
-        lines.append(f"{style.name:12} {name:32} {lesson.passed:5} {lesson.failed:6} "
-                     f"{lesson.seconds:8.1f}")  # fmt: skip
+        lines.append(
+            f"{style.name:12} {name:32} {lesson.passed:5} {lesson.failed:6} {lesson.seconds:8.1f}"
+        )
         lines += [f"{'':12}   failed {text}" for text in lesson.failures]
         ok = ok and lesson.failed == 0
-    lines.append(f"{style.name:12} {'(' + shape + ')':32} job {job.job_id}, exit "
-                 f"{result.returncode}, {result.seconds:.0f} s in all")  # fmt: skip
+    lines.append(
+        f"{style.name:12} {'(' + shape + ')':32} job {job.job_id}, exit "
+        f"{result.returncode}, {result.seconds:.0f} s in all"
+    )
     return ok, lines
 
 

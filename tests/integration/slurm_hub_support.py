@@ -99,10 +99,21 @@ def register_kernel_in_centre() -> str:
     server looks. Returns the interpreter the kernel runs (this checkout's .venv)."""
     python = str(REPO_ROOT / ".venv" / "bin" / "python")
     subprocess.run(
-        [python, "-m", "ipykernel", "install", "--prefix", str(bs.CENTRE),
-         "--name", "course", "--display-name", bs.KERNEL_DISPLAY],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            python,
+            "-m",
+            "ipykernel",
+            "install",
+            "--prefix",
+            str(bs.CENTRE),
+            "--name",
+            "course",
+            "--display-name",
+            bs.KERNEL_DISPLAY,
+        ],
+        check=True,
+        capture_output=True,
+    )
     return python
 
 
@@ -144,8 +155,9 @@ def wait_until_squeue_drops(job_id: str, timeout: float = 90) -> None:
     """Wait until squeue no longer lists the job (a cancelled job shows COMPLETING first)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                             text=True, timeout=30)  # fmt: skip
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=30
+        )
         if not out.stdout.strip():  # gone (squeue may also say "Invalid job id" on stderr)
             return
         time.sleep(0.5)
@@ -213,8 +225,14 @@ def _lines(text: str) -> list[str]:
 def kernel_slurm_variables(page) -> dict[str, str]:
     """Ask the kernel which job it lives in: a learner's probe cell at the end of the notebook."""
     probe = bs.cell_at(page, bs.notebook(page).locator(".jp-Cell").count())  # the one added below
-    names = ["SLURM_JOB_ID", "SLURMD_NODENAME", "SLURM_STEP_ID", "SLURM_NTASKS",
-             "SLURM_NTASKS_PER_NODE", "SLURM_CPUS_PER_TASK"]  # fmt: skip
+    names = [
+        "SLURM_JOB_ID",
+        "SLURMD_NODENAME",
+        "SLURM_STEP_ID",
+        "SLURM_NTASKS",
+        "SLURM_NTASKS_PER_NODE",
+        "SLURM_CPUS_PER_TASK",
+    ]
     code = f"import os; print({{k: os.environ.get(k, '-') for k in {names!r}}})"
     bs.add_cell_and_run(page, code)
     output = probe.locator(".jp-OutputArea-output").first

@@ -42,9 +42,13 @@ class Job:
         cmd += [str(a) for a in args]
         self.start = time.perf_counter()
         self._proc = subprocess.Popen(
-            cmd, cwd=cwd, env={**os.environ, **(env or {})},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            cmd,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     @property
     def job_id(self) -> str | None:
@@ -94,8 +98,12 @@ def submit_detached(script, *args, env=None, sbatch_args=(), output_dir=None) ->
     output = folder / f"{Path(script).stem}-{time.monotonic_ns()}.out"
     out = subprocess.run(
         ["sbatch", "--parsable", f"--output={output}", *sbatch_args, str(script), *map(str, args)],
-        cwd=REPO, env={**os.environ, **(env or {})}, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip().split(";")[0], output
 
 

@@ -29,9 +29,14 @@ def test_train_throughput_measured_for_real():
     """Every tuning step measured on this CPU, DataLoader workers (processes) included; the
     command line and the saved file are tested with injected rates in tests/test_benchmarks.py."""
     r = train_throughput.run(
-        torch.device("cpu"), images=64, repeats=1, compile=False, batch_sizes=(64,),
-        dataset_size=256, pairs=1,
-    )  # fmt: skip
+        torch.device("cpu"),
+        images=64,
+        repeats=1,
+        compile=False,
+        batch_sizes=(64,),
+        dataset_size=256,
+        pairs=1,
+    )
     assert r["torch"] == torch.__version__ and r["device_type"] == "cpu"
     measured = [s for s in r["steps"] if s["images_per_second"] is not None]
     first_pass = [s["step"] for s in measured if not s["retried"]]  # pinned memory, TF32: skipped

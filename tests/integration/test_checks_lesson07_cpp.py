@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import export, files
+from course_utils import cpp, export, files
 from course_utils.grading import run_check
 
 pytestmark = pytest.mark.cpp
@@ -15,15 +15,15 @@ pytestmark = pytest.mark.cpp
 def deploy(model, batch, folder):
     exported = export.export_model(model, batch)
     package = export.aoti_package(exported, Path(folder) / "model.pt2")
-    program = export.build_programs(["aoti_run"]).program("aoti_run")
-    return export.run_model(program, package.path, batch, folder)
+    program = cpp.build_programs(["aoti_run"]).program("aoti_run")
+    return cpp.run_model(program, package.path, batch, folder)
 
 
 def deploy_static(model, batch, folder):
     exported = export.export_model(model, batch, dynamic_batch=False)
     package = export.aoti_package(exported, Path(folder) / "model.pt2")
-    program = export.build_programs(["aoti_run"]).program("aoti_run")
-    return export.run_model(program, package.path, batch, folder)
+    program = cpp.build_programs(["aoti_run"]).program("aoti_run")
+    return cpp.run_model(program, package.path, batch, folder)
 
 
 PREDICT = """\
@@ -47,10 +47,10 @@ def build_predict(project):
         target = (
             "add_executable(predict predict.cpp)\n"
             'target_link_libraries(predict "${TORCH_LIBRARIES}")\n'
-            f'target_include_directories(predict PRIVATE "{export.cpp_source_dir()}")\n'
+            f'target_include_directories(predict PRIVATE "{cpp.cpp_source_dir()}")\n'
         )
         files.write_text_if_changed(project / "CMakeLists.txt", cmake + target)
-    return export.build_project(project, project / "build").program("predict")
+    return cpp.build_project(project, project / "build").program("predict")
 
 
 def test_deploy_passes_on_the_reference_and_a_static_export_fails():
@@ -66,7 +66,7 @@ def test_own_program_passes_on_the_reference():
 
 
 def test_the_courses_program_or_one_that_echoes_its_input_fails(tmp_path):
-    course = export.build_programs(["aoti_run"]).program("aoti_run")
+    course = cpp.build_programs(["aoti_run"]).program("aoti_run")
     borrowed = run_check("07.2", lambda project: course)
     assert borrowed.message == (
         "expected your own program, built from your project, got the course's aoti_run"

@@ -28,19 +28,23 @@ def test_launch_error_carries_the_failing_ranks_message(tmp_path, join_first):
 
 GIVE_UP = {
     # the documentation's scripts often end with sys.exit("message"): no traceback at all
-    "sys-exit": ("import sys\nsys.exit('rank 1 gives up: no data in /scratch/data')\n",
-                 "rank 1 exited with code 1 without a Python traceback; its last lines:\n"
-                 "  rank 1 started\n  rank 1 gives up: no data in /scratch/data"),
+    "sys-exit": (
+        "import sys\nsys.exit('rank 1 gives up: no data in /scratch/data')\n",
+        "rank 1 exited with code 1 without a Python traceback; its last lines:\n"
+        "  rank 1 started\n  rank 1 gives up: no data in /scratch/data",
+    ),
     # a C++ exception that nobody catches: libstdc++ writes two lines to fd 2, then abort()
-    "cpp-abort": ("import os, sys\n"
-                  "sys.stderr.write(\"terminate called after throwing an instance of "
-                  "'c10::Error'\\n  what():  shard 7 is corrupt\\n\")\n"
-                  "sys.stderr.flush()\nos.abort()\n",
-                  "rank 1 was killed by signal 6 without a Python traceback; its last lines:\n"
-                  "  rank 1 started\n"
-                  "  terminate called after throwing an instance of 'c10::Error'\n"
-                  "    what():  shard 7 is corrupt"),
-}  # fmt: skip
+    "cpp-abort": (
+        "import os, sys\n"
+        'sys.stderr.write("terminate called after throwing an instance of '
+        "'c10::Error'\\n  what():  shard 7 is corrupt\\n\")\n"
+        "sys.stderr.flush()\nos.abort()\n",
+        "rank 1 was killed by signal 6 without a Python traceback; its last lines:\n"
+        "  rank 1 started\n"
+        "  terminate called after throwing an instance of 'c10::Error'\n"
+        "    what():  shard 7 is corrupt",
+    ),
+}
 
 
 @pytest.mark.parametrize("how", list(GIVE_UP))
@@ -60,10 +64,18 @@ def test_launch_error_quotes_the_last_lines_of_a_rank_without_a_traceback(tmp_pa
 
 # A kernel in the batch script of a job with cores asked as tasks (Open OnDemand's style), with
 # stale torchrun variables besides.
-HUB_JOB = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "4", "SLURM_PROCID": "0",
-           "SLURM_NTASKS_PER_NODE": "4", "SLURM_TASKS_PER_NODE": "4",
-           "SLURM_JOB_NAME": "jupyter", "SLURM_JOB_NODELIST": "localhost",
-           "RANK": "3", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}  # fmt: skip
+HUB_JOB = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_NTASKS": "4",
+    "SLURM_PROCID": "0",
+    "SLURM_NTASKS_PER_NODE": "4",
+    "SLURM_TASKS_PER_NODE": "4",
+    "SLURM_JOB_NAME": "jupyter",
+    "SLURM_JOB_NODELIST": "localhost",
+    "RANK": "3",
+    "WORLD_SIZE": "2",
+    "LOCAL_RANK": "1",
+}
 
 
 def test_a_launch_from_inside_a_job_is_a_launch_of_its_own(tmp_path, monkeypatch, capsys):
@@ -87,9 +99,15 @@ def test_lightning_launches_its_own_ranks_from_inside_a_job(monkeypatch):
     for name, value in HUB_JOB.items():
         monkeypatch.setenv(name, value)
     lit = distributed.launch(
-        "course_utils.jobs.lightning_train", "--epochs", "1", "--images", "256",
-        env={"OMP_NUM_THREADS": "1"}, torchrun=False, echo=False,
-    )  # fmt: skip
+        "course_utils.jobs.lightning_train",
+        "--epochs",
+        "1",
+        "--images",
+        "256",
+        env={"OMP_NUM_THREADS": "1"},
+        torchrun=False,
+        echo=False,
+    )
     assert len(set(re.findall(r"parameter checksum (\w+)", lit.output))) == 1
 
 
@@ -107,13 +125,25 @@ def test_two_ranks_equal_one_process_with_double_batch(tmp_path):
     common += ["--images", "1024"]
     kw = {"env": {"OMP_NUM_THREADS": "1"}, "echo": False}
     two = distributed.launch(
-        "course_utils.jobs.ddp_train", *common, "--batch-size", "32", "--save", tmp_path / "two.pt",
-        nproc=2, **kw,
-    )  # fmt: skip
+        "course_utils.jobs.ddp_train",
+        *common,
+        "--batch-size",
+        "32",
+        "--save",
+        tmp_path / "two.pt",
+        nproc=2,
+        **kw,
+    )
     one = distributed.launch(
-        "course_utils.jobs.ddp_train", *common, "--batch-size", "64", "--save", tmp_path / "one.pt",
-        torchrun=False, **kw,
-    )  # fmt: skip
+        "course_utils.jobs.ddp_train",
+        *common,
+        "--batch-size",
+        "64",
+        "--save",
+        tmp_path / "one.pt",
+        torchrun=False,
+        **kw,
+    )
     assert "rank 1/2 (local 1)" in two.output and "rank 0/1 (local 0)" in one.output
     sums = [line.split()[-1] for line in two.output.splitlines() if "parameter checksum" in line]
     assert len(sums) == 2 and sums[0] == sums[1]

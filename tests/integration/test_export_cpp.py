@@ -223,14 +223,19 @@ def test_a_researchers_cpp14_project_builds_with_one_added_line(tmp_path):
         "find_package(Torch REQUIRED)", "include(CourseTorch)\nfind_package(Torch REQUIRED)"
     )
     (project / "CMakeLists.txt").write_text(fixed)
-    changed = [line for line in difflib.ndiff(original.splitlines(), fixed.splitlines())
-               if line.startswith(("+ ", "- "))]  # fmt: skip
+    changed = [
+        line
+        for line in difflib.ndiff(original.splitlines(), fixed.splitlines())
+        if line.startswith(("+ ", "- "))
+    ]
     assert changed == ["+ include(CourseTorch)"]
     course = str(Path(sys.executable).parent / "course")
     done = subprocess.run(
         [course, "cpp", "build", str(project), str(tmp_path / "build")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     run = subprocess.run([str(tmp_path / "build" / "example")], capture_output=True, text=True)
     assert run.returncode == 0 and "[ CPUFloatType{2,3} ]" in run.stdout, run.stderr

@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader
 from course_utils import failures, job_memory, processes, shm
 from course_utils.grading import NOT_ATTEMPTED, run_check
 from course_utils.grading.checks import lesson09
-from course_utils.grading.release import course_meta
 from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
 
 
 @pytest.fixture(autouse=True)
@@ -83,10 +83,20 @@ def test_the_program_copies_per_worker_or_shares_and_says_so(tmp_path):
     held = {}
     for how in ("copy", "mmap"):
         done = processes.run(
-            [sys.executable, "-m", "course_utils.jobs.loader_memory", "--data", images,
-             "--open", how, "--workers", "2"],
-            timeout=120, merge=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "course_utils.jobs.loader_memory",
+                "--data",
+                images,
+                "--open",
+                how,
+                "--workers",
+                "2",
+            ],
+            timeout=120,
+            merge=True,
+        )
         assert done.ok, done.stdout
         assert len(re.findall(r"^worker \d \(pid \d+\): started$", done.stdout, re.M)) == 2
         assert "finished: 4 batches" in done.stdout

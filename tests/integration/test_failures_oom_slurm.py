@@ -77,10 +77,21 @@ def test_the_lesson_runs_the_steps_itself_inside_a_job(tmp_path):
     )
     out = tmp_path / "in-job.out"
     done = subprocess.run(
-        ["sbatch", "--wait", f"--output={out}", "--mem=4G", "--cpus-per-task=2",
-         "--time=00:05:00", "--wrap", f"{sys.executable} -c {program!r}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            "sbatch",
+            "--wait",
+            f"--output={out}",
+            "--mem=4G",
+            "--cpus-per-task=2",
+            "--time=00:05:00",
+            "--wrap",
+            f"{sys.executable} -c {program!r}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     text = out.read_text() if out.exists() else done.stdout + done.stderr
     assert done.returncode == 0, text
     assert re.search(r"run now, as steps of job \d+;", text), text

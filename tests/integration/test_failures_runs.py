@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils import failures, flight_recorder, memory, stacks
+from course_utils import failures, flight_recorder, launching, memory, stacks
 from course_utils.grading import NOT_ATTEMPTED, run_check
 
 
@@ -23,10 +23,13 @@ def runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("failures")
     record = {"TORCH_FR_BUFFER_SIZE": "64", "TORCH_FR_DUMP_TEMP_FILE": str(folder / "fr" / "rank_")}
     start = time.perf_counter()
-    found = failures.provoke_all({
-        "hang": dict(faulty_rank=1, timeout=4, take_stacks=True, env=record),
-        "never-joins": dict(faulty_rank=0, timeout=3),
-    }, folder)  # fmt: skip
+    found = failures.provoke_all(
+        {
+            "hang": dict(faulty_rank=1, timeout=4, take_stacks=True, env=record),
+            "never-joins": dict(faulty_rank=0, timeout=3),
+        },
+        folder,
+    )
     return found, folder, time.perf_counter() - start
 
 
@@ -69,15 +72,15 @@ def _mismatched(rank, world_size):
 
 
 def test_forked_ranks_name_a_mismatch_with_detail():
-    with pytest.raises(failures.RanksFailed, match="OpType=BROADCAST") as e:
-        failures.run_ranks(_mismatched, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+    with pytest.raises(launching.RanksFailed, match="OpType=BROADCAST") as e:
+        launching.run_ranks(_mismatched, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
     assert "TensorDeviceTypes" not in str(e.value)  # shortened
 
 
 def test_forked_ranks_that_never_return_are_killed():
     start = time.perf_counter()
-    with pytest.raises(failures.RanksFailed, match="rank 1: did not finish within 1 s"):
-        failures.run_ranks(lambda rank, size: time.sleep(60 * rank), timeout=1)
+    with pytest.raises(launching.RanksFailed, match="rank 1: did not finish within 1 s"):
+        launching.run_ranks(lambda rank, size: time.sleep(60 * rank), timeout=1)
     assert time.perf_counter() - start < 15
 
 
@@ -120,8 +123,14 @@ def test_peak_memory_of_accumulation_and_checkpointing():
 
 def test_forked_ranks_from_inside_a_job_form_a_group_of_their_own(monkeypatch):
     # a kernel inside a Slurm job with stale torchrun variables: the ranks still join each other
-    for name, value in {"SLURM_JOB_ID": "9", "SLURM_NTASKS": "4", "SLURM_PROCID": "0",
-                        "RANK": "3", "WORLD_SIZE": "2", "MASTER_PORT": "1"}.items():  # fmt: skip
+    for name, value in {
+        "SLURM_JOB_ID": "9",
+        "SLURM_NTASKS": "4",
+        "SLURM_PROCID": "0",
+        "RANK": "3",
+        "WORLD_SIZE": "2",
+        "MASTER_PORT": "1",
+    }.items():
         monkeypatch.setenv(name, value)
 
     def who(rank, size):
@@ -129,4 +138,4 @@ def test_forked_ranks_from_inside_a_job_form_a_group_of_their_own(monkeypatch):
 
         return rank, size, os.environ.get("SLURM_NTASKS"), os.environ.get("RANK")
 
-    assert failures.run_ranks(who, timeout=20) == [(0, 2, None, None), (1, 2, None, None)]
+    assert launching.run_ranks(who, timeout=20) == [(0, 2, None, None), (1, 2, None, None)]

@@ -11,7 +11,7 @@ import pytest
 from slurm_utils import REPO, cancel, submit, submit_detached, wait_for_text
 
 from course_utils import failures, stacks
-from course_utils.grading.release import course_meta
+from course_utils.tooling.release import course_meta
 
 CPU = {"COURSE_DEVICE": "cpu"}
 
@@ -38,16 +38,26 @@ def _in_place(found) -> bool:
 @pytest.mark.slurm
 def test_stacks_of_every_rank_of_a_hung_job(tmp_path):
     job_id, output = submit_detached(
-        "slurm/ddp_srun.sh", "-m", "course_utils.jobs.faulty_ddp", "--fault", "hang",
-        "--timeout", "300", env=CPU, output_dir=tmp_path,
-    )  # fmt: skip
+        "slurm/ddp_srun.sh",
+        "-m",
+        "course_utils.jobs.faulty_ddp",
+        "--fault",
+        "hang",
+        "--timeout",
+        "300",
+        env=CPU,
+        output_dir=tmp_path,
+    )
     try:
         wait_for_text(output, r"(?s)(step 1 done.*){4}", timeout=120)  # every rank did step 1
         for _ in range(10):  # the waiting ranks enter all_reduce an instant after step 1
             done = subprocess.run(
-                ["bash", "slurm/stacks.sh", job_id], cwd=REPO, capture_output=True, text=True,
+                ["bash", "slurm/stacks.sh", job_id],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
                 timeout=60,
-            )  # fmt: skip
+            )
             found = _stacks_by_rank(done.stdout)
             if done.returncode == 0 and _in_place(found):
                 break

@@ -49,8 +49,13 @@ def child_env() -> dict:
 
 def start(folder, *extra) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "course_utils.jobs.resumable_train", "--ckpt-dir", str(folder)]
-    return subprocess.Popen([*cmd, *ARGS, *extra], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=child_env())  # fmt: skip
+    return subprocess.Popen(
+        [*cmd, *ARGS, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=child_env(),
+    )
 
 
 def run_until_step(proc: subprocess.Popen, step: int) -> list[str]:
@@ -109,8 +114,9 @@ def test_killed_during_save_previous_checkpoint_stays_valid_and_is_used(tmp_path
         torch.save = half_then_die
         train(Config(ckpt_dir={str(tmp_path)!r}, epochs=5, max_steps=40, save_every=3, keep_last=2))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=child_env(), timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=120
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
     assert "step 6 " in proc.stdout
     assert [p.name for p in list_checkpoints(tmp_path)] == ["ckpt-00000003.pt"]

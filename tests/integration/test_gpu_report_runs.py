@@ -2,7 +2,7 @@
 
 import sys
 
-from course_utils.grading import gpu_report
+from course_utils.tooling import gpu_report
 
 
 def test_a_step_past_its_limit_is_killed_and_failed(tmp_path):

@@ -25,8 +25,8 @@ import nbformat
 import pytest
 
 from course_utils.grading.exercises import held_out_cases
-from course_utils.grading.release import course_meta
 from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
 
 pytestmark = [pytest.mark.slurm, pytest.mark.bwrap]
 
@@ -49,9 +49,10 @@ def notebook(lesson: str, folder: Path = SOLUTIONS) -> nbformat.NotebookNode:
 
 def exercise_cell(nb, ex_id: str):
     return next(
-        c for c in nb.cells
+        c
+        for c in nb.cells
         if (course_meta(c).get("exercise"), course_meta(c).get("role")) == (ex_id, "exercise")
-    )  # fmt: skip
+    )
 
 
 def first_code_exercise(nb) -> tuple[str, str]:
@@ -137,10 +138,27 @@ def make_submissions(folder: Path) -> dict[str, str]:
 def course_grade(subs: Path, out: Path, *options: str, timeout: float = 600):
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "course_utils.cli", "grade", str(subs), "--out", str(out),
-         "--seed", SEED, "--timeout", TIMEOUT, "--cell-timeout", CELL_TIMEOUT, *options],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "course_utils.cli",
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--seed",
+            SEED,
+            "--timeout",
+            TIMEOUT,
+            "--cell-timeout",
+            CELL_TIMEOUT,
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
     return proc, time.perf_counter() - start
 
 
@@ -236,11 +254,29 @@ def test_a_cancelled_task_is_graded_again_alone(tmp_path):
     for learner in ("ann", "bo", "cy"):
         nbformat.write(notebook("01"), subs / f"{learner}__01_tensors.ipynb")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "course_utils.cli", "grade", str(subs), "--out", str(out),
-               "--seed", SEED, "--timeout", TIMEOUT, "--cell-timeout", CELL_TIMEOUT,
-               "--slurm", "--tasks", "3", *SBATCH, "--hold"]  # fmt: skip
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=REPO_ROOT)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "course_utils.cli",
+        "grade",
+        str(subs),
+        "--out",
+        str(out),
+        "--seed",
+        SEED,
+        "--timeout",
+        TIMEOUT,
+        "--cell-timeout",
+        CELL_TIMEOUT,
+        "--slurm",
+        "--tasks",
+        "3",
+        *SBATCH,
+        "--hold",
+    ]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT
+    )
     try:
         job = submitted_job(proc)
         subprocess.run(["scontrol", "release", f"{job}_0", f"{job}_1"], check=True)
@@ -250,13 +286,17 @@ def test_a_cancelled_task_is_graded_again_alone(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 1, err[-3000:]
-    assert re.search(r"task 2( on \S+)?: cancelled: it was cancelled \(scancel\); 1 submissions "
-                     r"without a result: cy 01", err), err[-3000:]  # fmt: skip
+    assert re.search(
+        r"task 2( on \S+)?: cancelled: it was cancelled \(scancel\); 1 submissions "
+        r"without a result: cy 01",
+        err,
+    ), err[-3000:]
     assert len(rows(out)) == 2
     again, _ = course_grade(subs, out, "--slurm", "--tasks", "3", *SBATCH)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert re.search(r"job array \d+: 1 tasks grade 1 submissions \(2 kept from earlier runs\)",
-                     again.stdout), again.stdout  # fmt: skip
+    assert re.search(
+        r"job array \d+: 1 tasks grade 1 submissions \(2 kept from earlier runs\)", again.stdout
+    ), again.stdout
     runs = sorted((out / "slurm").iterdir())
     manifest = json.loads((runs[-1] / "manifest.json").read_text())
     assert [[s["learner"] for s in share] for share in manifest["tasks"]] == [["cy"]]
@@ -271,11 +311,23 @@ def test_a_node_without_a_working_sandbox_fails_its_task_with_the_reason(tmp_pat
     stub.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     stub.chmod(0o755)
     proc = subprocess.run(
-        [sys.executable, "-m", "course_utils.cli", "grade", str(subs), "--out",
-         str(tmp_path / "out"), "--slurm", *SBATCH],
-        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
+        [
+            sys.executable,
+            "-m",
+            "course_utils.cli",
+            "grade",
+            str(subs),
+            "--out",
+            str(tmp_path / "out"),
+            "--slurm",
+            *SBATCH,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
         env={**os.environ, "COURSE_BWRAP": str(stub)},  # sbatch passes it on to the task
-    )  # fmt: skip
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     refused = r"task 0 on cn\d: refused: cannot grade in a sandbox: bubblewrap \(\S+\) could not"
     assert re.search(refused + r" start a sandbox .*user namespaces", proc.stderr), proc.stderr

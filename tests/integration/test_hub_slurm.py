@@ -60,12 +60,14 @@ def slurm_hub(tmp_path):
     port = bs.free_port()
     config = hub.write_hub_config(tmp_path, port, marker)
     proc = bs.start(
-        [str(bs.CENTRE / "bin" / "jupyterhub"), "-f", str(config)], tmp_path / "hub.log",
+        [str(bs.CENTRE / "bin" / "jupyterhub"), "-f", str(config)],
+        tmp_path / "hub.log",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     try:
-        bs.wait_for_http(f"http://127.0.0.1:{port}/hub/api", proc, tmp_path / "hub.log", 120,
-                         statuses=(200,))  # fmt: skip
+        bs.wait_for_http(
+            f"http://127.0.0.1:{port}/hub/api", proc, tmp_path / "hub.log", 120, statuses=(200,)
+        )
         yield f"http://127.0.0.1:{port}", marker
     finally:
         bs.stop(proc, leftovers_under=tmp_path)  # the hub cancels its jobs as it stops
@@ -134,9 +136,11 @@ def test_jupyter_job_in_batch_script_with_cores_as_tasks_runs_lesson05(page, tmp
         "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
     }
     job_id, output = submit_detached(
-        "slurm/jupyter_job.sh", env=env, output_dir=tmp_path,
+        "slurm/jupyter_job.sh",
+        env=env,
+        output_dir=tmp_path,
         sbatch_args=["--nodes=1", "--ntasks-per-node=4", "--cpus-per-task=1"],
-    )  # fmt: skip
+    )
     try:
         m = wait_for_text(output, r"port (\d+)\. .*\n.*\n.*lab\?token=([0-9a-f]+)", timeout=120)
         port, token = m.groups()

@@ -7,22 +7,24 @@ import os
 
 import pytest
 
-from course_utils import lab, lab_data, lab_records, staging, transport
+from course_utils.lab import cluster, run_records, small_files, staging, transport
 
-LOCAL = lab.Launcher("local", "the test asks for it")
+LOCAL = cluster.Launcher("local", "the test asks for it")
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lab-data")
-    lab_data.write_dataset(folder, images=128)
+    small_files.write_dataset(folder, images=128)
     return folder
 
 
 def test_scaling_on_one_node_and_two_emulated_nodes(data, tmp_path):
-    runs = lab.scaling(LOCAL, data, tmp_path, shapes=[lab.Shape(1, 1), lab.Shape(2, 2)], steps=2)
+    runs = cluster.scaling(
+        LOCAL, data, tmp_path, shapes=[cluster.Shape(1, 1), cluster.Shape(2, 2)], steps=2
+    )
     assert [r.ok for r in runs] == [True, True], "\n".join(r.tail(20) for r in runs)
-    one, two = lab_records.load(tmp_path, "scaling")  # load validates every record
+    one, two = run_records.load(tmp_path, "scaling")  # load validates every record
     assert (two["name"], two["node_names"], two["backend"]) == ("2x2", ["node0", "node1"], "gloo")
     assert two["staging"]["copies"] == {"node0": 1, "node1": 1}  # one copy per emulated node
     assert (two["label"]["launcher"], one["configuration"]["threads_per_rank"]) == ("local", 1)
@@ -36,15 +38,15 @@ def test_scaling_on_one_node_and_two_emulated_nodes(data, tmp_path):
 
 
 def test_the_sweep_runs_its_tasks_throttled(data, tmp_path):
-    runs = lab.sweep(LOCAL, data, tmp_path, [0.05, 0.1], throttle=2, steps=2)
+    runs = cluster.sweep(LOCAL, data, tmp_path, [0.05, 0.1], throttle=2, steps=2)
     assert all(r.ok for r in runs), "\n".join(r.tail(20) for r in runs)
-    records = lab_records.load(tmp_path, "sweep")
+    records = run_records.load(tmp_path, "sweep")
     assert sorted(r["configuration"]["lr"] for r in records) == [0.05, 0.1]
     assert {r["name"] for r in records} == {"lr-0.05", "lr-0.1"}
 
 
 def test_the_staging_step_times_four_reads(data, tmp_path):
-    run = lab.stage_and_measure(LOCAL, data, tmp_path)
+    run = cluster.stage_and_measure(LOCAL, data, tmp_path)
     assert run.ok, run.tail(20)
     (result,) = staging.load_results(tmp_path)
     assert result["copied"] and result["files"] == 128

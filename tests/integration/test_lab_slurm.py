@@ -12,24 +12,31 @@ import concurrent.futures
 import pytest
 from lab_answers import load
 
-from course_utils import lab, lab_data, lab_records, staging, transport
 from course_utils.grading import run_check
+from course_utils.lab import cluster, run_records, small_files, staging, transport
 
-SLURM = lab.Launcher("slurm", "the test asks for it")
+SLURM = cluster.Launcher("slurm", "the test asks for it")
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lab-slurm")
     data = folder / "data"
-    lab_data.write_dataset(data, images=128)
+    small_files.write_dataset(data, images=128)
     steps = {
-        "staging": lambda: lab.stage_and_measure(SLURM, data, folder / "staging"),
-        "scaling": lambda: lab.scaling(SLURM, data, folder / "records", steps=2, cpus_per_task=1,
-                                       shapes=[lab.Shape(1, 1), lab.Shape(2, 2)]),
-        "sweep": lambda: lab.sweep(SLURM, data, folder / "records", [0.02, 0.1, 0.3], throttle=2,
-                                   steps=2, cpus_per_task=1),
-    }  # fmt: skip
+        "staging": lambda: cluster.stage_and_measure(SLURM, data, folder / "staging"),
+        "scaling": lambda: cluster.scaling(
+            SLURM,
+            data,
+            folder / "records",
+            steps=2,
+            cpus_per_task=1,
+            shapes=[cluster.Shape(1, 1), cluster.Shape(2, 2)],
+        ),
+        "sweep": lambda: cluster.sweep(
+            SLURM, data, folder / "records", [0.02, 0.1, 0.3], throttle=2, steps=2, cpus_per_task=1
+        ),
+    }
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COURSE_DEVICE", "cpu")  # sbatch exports it into the jobs
         with concurrent.futures.ThreadPoolExecutor(len(steps)) as pool:
@@ -54,14 +61,17 @@ def test_staging_makes_one_copy_per_node(jobs):
 def test_scaling_two_nodes_of_two_tasks_with_gloo(jobs):
     folder, done = jobs
     assert all(r.ok for r in done["scaling"]), "\n".join(r.tail(30) for r in done["scaling"])
-    records = {r["name"]: r for r in lab_records.load(folder / "records", "scaling")}
+    records = {r["name"]: r for r in run_records.load(folder / "records", "scaling")}
     assert sorted(records) == ["1x1", "2x2"]
     two = records["2x2"]
     assert (two["node_names"], two["backend"], two["configuration"]["ranks"]) == (
-        ["cn1", "cn2"], "gloo", 4)  # fmt: skip
+        ["cn1", "cn2"],
+        "gloo",
+        4,
+    )
     assert two["staging"]["copies"] == {"cn1": 1, "cn2": 1}
     assert two["label"]["launcher"] == "slurm" and two["label"]["job"].isdigit()
-    assert two["label"]["script"] == lab.digest(lab.SCRIPTS["scaling"].read_text())
+    assert two["label"]["script"] == cluster.digest(cluster.SCRIPTS["scaling"].read_text())
     assert two["configuration"]["cpus_per_task"] == 1
     log = (folder / "records" / "logs" / "2x2.log").read_text()
     assert len(transport.links(log)) == 12 and transport.diagnose(log) == "socket"
@@ -73,7 +83,7 @@ def test_the_sweep_is_one_throttled_array(jobs):
     folder, done = jobs
     (array,) = done["sweep"]
     assert array.ok, array.tail(30)
-    records = lab_records.load(folder / "records", "sweep")
+    records = run_records.load(folder / "records", "sweep")
     assert sorted(r["configuration"]["lr"] for r in records) == [0.02, 0.1, 0.3]
     job_ids = {r["label"]["job"].split("_")[0] for r in records}
     tasks = sorted(r["label"]["job"].split("_")[1] for r in records)
@@ -83,7 +93,7 @@ def test_the_sweep_is_one_throttled_array(jobs):
 @pytest.mark.slurm
 def test_check_10_2_submits_the_solutions_script(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_DEVICE", "cpu")
-    monkeypatch.delenv(lab.LAUNCHER_VARIABLE, raising=False)
+    monkeypatch.delenv(cluster.LAUNCHER_VARIABLE, raising=False)
     answers = load(tmp_path)
     result = run_check("10.2", answers.scaling_script, tmp_path)
     assert result.passed and result.message.endswith("[via slurm]"), result.message

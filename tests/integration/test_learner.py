@@ -3,8 +3,8 @@
 import nbformat
 
 from course_utils.cli import main
-from course_utils.grading.release import course_meta
 from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
 
 
 def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):

@@ -12,8 +12,8 @@ import nbformat
 import pytest
 
 from course_utils.grading import run_check
-from course_utils.grading.release import course_meta
 from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
 
 SOLUTIONS = sorted((REPO_ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 CHECK_CALL = re.compile(r'check\("(?P<id>\d\d\.\d+)",\s*(?P<args>.*)\)\s*$')

@@ -48,25 +48,65 @@ def jobs(tmp_path_factory):
     out = tmp_path_factory.mktemp("slurm")
     started = {
         # one CPU per task, not the GPU bundle: the test jobs share the two nodes' 32 CPUs
-        "ddp_srun": submit("slurm/ddp_srun.sh", *DDP_ARGS, env=CPU, output_dir=out,
-                           sbatch_args=["--cpus-per-task=1"]),
-        "ddp_torchrun": submit("slurm/ddp_torchrun.sh", *DDP_ARGS, env=CPU, output_dir=out,
-                               sbatch_args=["--cpus-per-task=2"]),
-        "cpu_job": submit("slurm/cpu_job.sh", *TRAIN_ARGS, output_dir=out,
-                          sbatch_args=["--cpus-per-task=2"]),
-        "gpu_job": submit("slurm/gpu_job.sh", *TRAIN_ARGS, "--num-workers", "0", env=CPU,
-                          output_dir=out),
-        "mps_job": submit("slurm/mps_job.sh", "--epochs", "1", "--max-steps", "3", env=CPU,
-                          output_dir=out, sbatch_args=["--ntasks=2"]),
-        "mps_independent": submit("slurm/mps_job.sh", "--epochs", "1", "--max-steps", "3",
-                                  env={**CPU, "MPS_MODE": "independent"}, output_dir=out,
-                                  sbatch_args=["--ntasks=2"]),
-        "cpp_job": submit("slurm/cpp_job.sh", "--batch", "8", env=CPU, output_dir=out,
-                          sbatch_args=["--cpus-per-task=2"]),
-        "grade_job": submit("slurm/grade_job.sh", _one_submission(out), "--lesson", "01",
-                            "--out", out / "grading", output_dir=out,
-                            sbatch_args=["--cpus-per-task=2"]),
-    }  # fmt: skip
+        "ddp_srun": submit(
+            "slurm/ddp_srun.sh",
+            *DDP_ARGS,
+            env=CPU,
+            output_dir=out,
+            sbatch_args=["--cpus-per-task=1"],
+        ),
+        "ddp_torchrun": submit(
+            "slurm/ddp_torchrun.sh",
+            *DDP_ARGS,
+            env=CPU,
+            output_dir=out,
+            sbatch_args=["--cpus-per-task=2"],
+        ),
+        "cpu_job": submit(
+            "slurm/cpu_job.sh", *TRAIN_ARGS, output_dir=out, sbatch_args=["--cpus-per-task=2"]
+        ),
+        "gpu_job": submit(
+            "slurm/gpu_job.sh", *TRAIN_ARGS, "--num-workers", "0", env=CPU, output_dir=out
+        ),
+        "mps_job": submit(
+            "slurm/mps_job.sh",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "3",
+            env=CPU,
+            output_dir=out,
+            sbatch_args=["--ntasks=2"],
+        ),
+        "mps_independent": submit(
+            "slurm/mps_job.sh",
+            "--epochs",
+            "1",
+            "--max-steps",
+            "3",
+            env={**CPU, "MPS_MODE": "independent"},
+            output_dir=out,
+            sbatch_args=["--ntasks=2"],
+        ),
+        "cpp_job": submit(
+            "slurm/cpp_job.sh",
+            "--batch",
+            "8",
+            env=CPU,
+            output_dir=out,
+            sbatch_args=["--cpus-per-task=2"],
+        ),
+        "grade_job": submit(
+            "slurm/grade_job.sh",
+            _one_submission(out),
+            "--lesson",
+            "01",
+            "--out",
+            out / "grading",
+            output_dir=out,
+            sbatch_args=["--cpus-per-task=2"],
+        ),
+    }
     yield started
     for job in started.values():  # a failed test must not leave jobs queued
         if job.job_id is None:
@@ -143,9 +183,13 @@ def test_mps_job_independent_runs_get_different_seeds(jobs):
 def test_interactive_runs_a_command_on_a_node():
     out = subprocess.run(
         ["slurm/interactive.sh", "printenv", "SLURM_JOB_ID", "SLURM_CPUS_PER_TASK"],
-        cwd=REPO, env={**os.environ, **CPU}, capture_output=True, text=True, timeout=60,
+        cwd=REPO,
+        env={**os.environ, **CPU},
+        capture_output=True,
+        text=True,
+        timeout=60,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stderr
     job_id, cpus = out.stdout.split()[-2:]
     assert job_id.isdigit() and cpus == "4"
@@ -230,10 +274,22 @@ def your_project(tmp_path_factory):
     folder = tmp_path_factory.mktemp("your-project")
     shutil.copy(REPO / "tests" / "assets" / "your_project" / "pytorch-ddp-test.py", folder)
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "course"), "data", "synthetic", "--root", "data",
-         "--train-size", "1024", "--test-size", "64"],
-        cwd=folder, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "course"),
+            "data",
+            "synthetic",
+            "--root",
+            "data",
+            "--train-size",
+            "1024",
+            "--test-size",
+            "64",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return folder
 
@@ -242,8 +298,9 @@ def your_project(tmp_path_factory):
 @pytest.mark.parametrize("script", ["ddp_srun.sh", "ddp_torchrun.sh"])
 def test_your_own_ddp_script_runs_from_your_folder(your_project, script):
     args = ["pytorch-ddp-test.py", "--init_method", "env://", "--world_size", "4"]
-    result = submit(REPO / "slurm" / script, *args, env=CPU, output_dir=your_project,
-                    cwd=your_project).wait(timeout=240)  # fmt: skip
+    result = submit(
+        REPO / "slurm" / script, *args, env=CPU, output_dir=your_project, cwd=your_project
+    ).wait(timeout=240)
     assert result.returncode == 0, result.output
     ranks = re.findall(r"From Rank: (\d+), world 4, checksum", result.output)
     assert sorted(map(int, ranks)) == [0, 1, 2, 3], result.output

@@ -27,8 +27,11 @@ def test_steady_allocator_keeps_freed_memory_for_the_next_step():
     def run(mode, env=None):
         out = subprocess.run(
             [sys.executable, "-c", FAULTS_OF_REPEATED_STEPS, mode],
-            capture_output=True, text=True, check=True, env={**os.environ, **(env or {})},
-        ).stdout.split()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, **(env or {})},
+        ).stdout.split()
         return out[0] == "True", int(out[1])
 
     # glibc's own default gives the 16 MiB back after most steps (about 20 x STEP_PAGES faults),

@@ -5,21 +5,30 @@ import subprocess
 import sys
 
 SLURM_TASK = {
-    "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
-    "SLURM_NTASKS": "4", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NTASKS": "4",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
     "SLURM_JOB_NODELIST": "cn[1-2]",
-}  # fmt: skip
+}
 
 
 def test_the_program_runs_with_its_arguments_in_place(tmp_path):
     script = tmp_path / "show.py"
-    script.write_text("import os, sys\nprint(os.environ['RANK'], os.environ['SLURM_PROCID'], "
-                      "sys.argv[1:])\n")  # fmt: skip
+    script.write_text(
+        "import os, sys\nprint(os.environ['RANK'], os.environ['SLURM_PROCID'], sys.argv[1:])\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK"))}
     done = subprocess.run(
         [sys.executable, "-m", "course_utils.jobs.your_program", str(script), "--lr", "0.1"],
-        env={**env, **SLURM_TASK}, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env={**env, **SLURM_TASK},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "3 3 ['--lr', '0.1']"
 
@@ -35,8 +44,14 @@ def test_torchvision_loads_the_standin_only_through_the_course_launcher(tmp_path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANK"))}
 
     def run(*cmd):
-        return subprocess.run([sys.executable, *cmd], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, *cmd],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     plain = run("train.py")
     assert plain.returncode == 1 and "Dataset not found or corrupted" in plain.stderr

@@ -6,10 +6,15 @@ from course_utils.jobs import your_program
 from course_utils.ranks import DistEnv
 
 SLURM_TASK = {
-    "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": "3", "SLURM_LOCALID": "1",
-    "SLURM_NTASKS": "4", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_STEP_ID": "0",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NTASKS": "4",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
     "SLURM_JOB_NODELIST": "cn[1-2]",
-}  # fmt: skip
+}
 
 
 @pytest.fixture(autouse=True)
@@ -21,15 +26,25 @@ def scontrol(fake_commands):
 def test_slurm_task_gets_torchruns_variables():
     values = your_program.rank_variables(DistEnv.from_environ(SLURM_TASK))
     assert {k: values[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")} == {
-        "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
-    }  # fmt: skip
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+    }
     assert values["MASTER_ADDR"] == "cn1" and values["MASTER_PORT"] == str(20000 + 4242)
 
 
 def test_torchrun_worker_gets_slurms_variables():
     # under torchrun SLURM_PROCID is the torchrun task's (0 per node): it must become the rank
-    worker = {**SLURM_TASK, "SLURM_PROCID": "1", "SLURM_LOCALID": "0", "RANK": "3",
-              "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
+    worker = {
+        **SLURM_TASK,
+        "SLURM_PROCID": "1",
+        "SLURM_LOCALID": "0",
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+    }
     values = your_program.rank_variables(DistEnv.from_environ(worker))
     assert (values["SLURM_PROCID"], values["SLURM_LOCALID"], values["SLURM_NTASKS"]) == (
         "3",

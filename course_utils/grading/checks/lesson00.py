@@ -5,7 +5,8 @@ import shlex
 import sys
 import time
 
-from course_utils import doctor_versions, import_cost, sbatch
+from course_utils import import_cost, sbatch
+from course_utils.doctor import versions
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 # The documentation's interactive session that exercise 00.1 turns into a batch job.
@@ -36,51 +37,88 @@ def _read_request(script: str) -> sbatch.Request:
 
 def _check_header(script: str) -> None:
     first = script.strip().splitlines()[0] if script.strip() else ""
-    expect(first.startswith("#!"), "a first line such as #!/bin/bash (sbatch refuses a script "
-           "without one)", repr(first) if first else "an empty script")  # fmt: skip
+    expect(
+        first.startswith("#!"),
+        "a first line such as #!/bin/bash (sbatch refuses a script without one)",
+        repr(first) if first else "an empty script",
+    )
     lines = [line.strip() for line in script.strip().splitlines()[1:] if line.strip()]
     first_command = next((i for i, line in enumerate(lines) if not line.startswith("#")), None)
     late = [line for line in lines[first_command or len(lines) :] if line.startswith("#SBATCH")]
-    expect(not late, "every #SBATCH line before the first command (sbatch stops reading options "
-           "there)", f"{late[0]!r} after one" if late else "")  # fmt: skip
+    expect(
+        not late,
+        "every #SBATCH line before the first command (sbatch stops reading options there)",
+        f"{late[0]!r} after one" if late else "",
+    )
     request, session = _read_request(script), f"the session `{SESSION}`"
     options = request.options
-    expect("--pty" not in options, "no --pty (srun's option for an interactive shell; sbatch "
-           "has none)", "#SBATCH --pty")  # fmt: skip
-    expect(options.get("--partition") == "alpha", "--partition=alpha (-p alpha)",
-           options.get("--partition", "no partition"), session)  # fmt: skip
+    expect(
+        "--pty" not in options,
+        "no --pty (srun's option for an interactive shell; sbatch has none)",
+        "#SBATCH --pty",
+    )
+    expect(
+        options.get("--partition") == "alpha",
+        "--partition=alpha (-p alpha)",
+        options.get("--partition", "no partition"),
+        session,
+    )
     expect(request.tasks in (None, 1), "one task (-n 1)", f"{request.tasks} tasks", session)
-    expect(request.gpus_per_node == 1, "one GPU (--gres=gpu:1)",
-           f"{request.gpus_per_node} GPU(s)", session)  # fmt: skip
-    expect(request.cpus_per_task == 7, "7 CPUs per task (-c 7)",
-           f"{request.cpus_per_task} CPU(s) per task", session)  # fmt: skip
+    expect(
+        request.gpus_per_node == 1,
+        "one GPU (--gres=gpu:1)",
+        f"{request.gpus_per_node} GPU(s)",
+        session,
+    )
+    expect(
+        request.cpus_per_task == 7,
+        "7 CPUs per task (-c 7)",
+        f"{request.cpus_per_task} CPU(s) per task",
+        session,
+    )
     mem = request.mem_mb
-    expect(mem is not None and abs(mem - 5600) < 1,
-           "5600 MB in all (--mem-per-cpu=800 for 7 CPUs, or --mem=5600M)",
-           "no memory request" if mem is None else f"{mem:.0f} MB", session)  # fmt: skip
+    expect(
+        mem is not None and abs(mem - 5600) < 1,
+        "5600 MB in all (--mem-per-cpu=800 for 7 CPUs, or --mem=5600M)",
+        "no memory request" if mem is None else f"{mem:.0f} MB",
+        session,
+    )
     minutes = request.minutes
-    expect(minutes is not None and 0 < minutes <= 10,
-           "--time of at most 10 minutes (without one, the job gets the partition's default "
-           "limit, often days, and waits longer for a slot)",
-           "no --time" if minutes is None else f"--time={options['--time']}")  # fmt: skip
+    expect(
+        minutes is not None and 0 < minutes <= 10,
+        "--time of at most 10 minutes (without one, the job gets the partition's default "
+        "limit, often days, and waits longer for a slot)",
+        "no --time" if minutes is None else f"--time={options['--time']}",
+    )
 
 
 def _check_body(script: str) -> None:
     commands = _commands(script)
     runs_doctor = [i for i, c in enumerate(commands) if _words(c)[:2] == ["course", "doctor"]]
-    expect(bool(runs_doctor), "a line that runs `course doctor`",
-           f"the commands {commands}" if commands else "no commands after the header")  # fmt: skip
+    expect(
+        bool(runs_doctor),
+        "a line that runs `course doctor`",
+        f"the commands {commands}" if commands else "no commands after the header",
+    )
     before = commands[: runs_doctor[0]]
-    expect(any(c.startswith(ACTIVATES) for c in before),
-           "the environment activated before `course doctor` (module load ..., source "
-           ".../bin/activate): `course` is on PATH only then",
-           f"{before or 'nothing'} before it")  # fmt: skip
+    expect(
+        any(c.startswith(ACTIVATES) for c in before),
+        "the environment activated before `course doctor` (module load ..., source "
+        ".../bin/activate): `course` is on PATH only then",
+        f"{before or 'nothing'} before it",
+    )
     python = [c for c in before if _words(c)[:1] in (["python"], ["python3"])]
-    expect(not python, "`course doctor` before any python command, so a broken environment "
-           "stops the job first", f"{python[0]!r} before it" if python else "")  # fmt: skip
+    expect(
+        not python,
+        "`course doctor` before any python command, so a broken environment stops the job first",
+        f"{python[0]!r} before it" if python else "",
+    )
     shells = [c for c in commands if _words(c) == ["bash"]]
-    expect(not shells, "no interactive shell in a batch job", f"the line {shells[0]!r}"
-           if shells else "")  # fmt: skip
+    expect(
+        not shells,
+        "no interactive shell in a batch job",
+        f"the line {shells[0]!r}" if shells else "",
+    )
 
 
 @exercise("00.1", "the documentation's interactive session as a batch job running course doctor")
@@ -112,13 +150,22 @@ def check_pairing(compatible):
 # A wheelhouse with three CUDA builds of one PyTorch release, newest first, and the architectures
 # each was compiled for (what torch.cuda.get_arch_list() prints in it).
 WHEELHOUSE = [
-    {"tag": "cu130", "cuda": "13.0",
-     "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]},
-    {"tag": "cu128", "cuda": "12.8",
-     "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]},
-    {"tag": "cu126", "cuda": "12.6",
-     "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]},
-]  # fmt: skip
+    {
+        "tag": "cu130",
+        "cuda": "13.0",
+        "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+    },
+    {
+        "tag": "cu128",
+        "cuda": "12.8",
+        "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+    },
+    {
+        "tag": "cu126",
+        "cuda": "12.6",
+        "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+    },
+]
 # (GPU, driver, compute capability) -> the newest build that runs there, or None.
 NODES = [
     ("H100", "580.65.06", (9, 0), "cu130"),
@@ -145,18 +192,29 @@ RECORDS = "runs/import_cost.json"  # beside the notebook, as every file a lesson
 
 def verify_import_records(measured, python: str, measured_after: float = 0.0) -> str:
     """The checks of 00.4 on records read back from disk; pure, so tests can give them records."""
-    expect(isinstance(measured, dict) and isinstance(measured.get("samples"), list),
-           "records as import_cost.records(...) makes them (a dict with 'samples')",
-           type(measured).__name__)  # fmt: skip
+    expect(
+        isinstance(measured, dict) and isinstance(measured.get("samples"), list),
+        "records as import_cost.records(...) makes them (a dict with 'samples')",
+        type(measured).__name__,
+    )
     expect(measured.get("module") == "torch", "imports of torch", repr(measured.get("module")))
-    expect(measured.get("python") == python, f"this environment's interpreter {python!r}",
-           repr(measured.get("python")))  # fmt: skip
-    expect(measured.get("measured_at", 0) >= measured_after, "records written by this run",
-           "records from an earlier run (a file left on disk)")  # fmt: skip
+    expect(
+        measured.get("python") == python,
+        f"this environment's interpreter {python!r}",
+        repr(measured.get("python")),
+    )
+    expect(
+        measured.get("measured_at", 0) >= measured_after,
+        "records written by this run",
+        "records from an earlier run (a file left on disk)",
+    )
     samples = measured["samples"]
     states = [s.get("state") for s in samples]
-    expect(states[:1] == ["cold"] and states.count("warm") >= 2,
-           "one cold import first, then at least two warm ones", states)  # fmt: skip
+    expect(
+        states[:1] == ["cold"] and states.count("warm") >= 2,
+        "one cold import first, then at least two warm ones",
+        states,
+    )
     cold = samples[0]
     expect(
         cold.get("evicted_bytes", 0) > 0,
@@ -165,14 +223,19 @@ def verify_import_records(measured, python: str, measured_after: float = 0.0) ->
         f"{cold.get('evicted_bytes')!r} bytes dropped",
     )
     pids = [s.get("pid") for s in samples]
-    expect(len(set(pids)) == len(pids) and os.getpid() not in pids,
-           "each import in a fresh process of its own (import_cost.sample)",
-           "repeated or missing process ids")  # fmt: skip
+    expect(
+        len(set(pids)) == len(pids) and os.getpid() not in pids,
+        "each import in a fresh process of its own (import_cost.sample)",
+        "repeated or missing process ids",
+    )
     fresh = [s["seconds"] for s in samples if isinstance(s.get("seconds"), (int, float))]
     slow_enough = len(fresh) == len(samples) and min(fresh) >= import_cost.FRESH_IMPORT_S
-    expect(slow_enough, f"each import at least {import_cost.FRESH_IMPORT_S} s (a fresh Python "
-           "reads the package; under that, torch was already imported in that process)",
-           "a faster one" if fresh else "no seconds")  # fmt: skip
+    expect(
+        slow_enough,
+        f"each import at least {import_cost.FRESH_IMPORT_S} s (a fresh Python "
+        "reads the package; under that, torch was already imported in that process)",
+        "a faster one" if fresh else "no seconds",
+    )
     return f"fresh imports of torch, cold first, records in {RECORDS}"
 
 
@@ -199,7 +262,7 @@ def held_out_pairing(rng, compatible):
     torch_v = f"2.{minor}.{rng.randint(0, 3)}{suffix}"
     for miss in (0, rng.choice([-2, -1, 1, 2, 16])):
         tv_v = f"0.{minor + 15 + miss}.{rng.randint(0, 3)}{suffix}"
-        want = doctor_versions.torchvision_pairs(torch_v, tv_v)
+        want = versions.torchvision_pairs(torch_v, tv_v)
         got = call_answer(compatible, torch_v, tv_v)
         if got is not want:
             raise CheckFailed(f"compatible({torch_v!r}, {tv_v!r}): expected {want}, got {got!r}")

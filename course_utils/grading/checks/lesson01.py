@@ -17,14 +17,19 @@ def _is_measurement(m) -> bool:
 
 
 def _records(records, keys, what):
-    expect(isinstance(records, dict), f"a dict with {', '.join(keys)}", type(records).__name__,
-           what)  # fmt: skip
+    expect(
+        isinstance(records, dict), f"a dict with {', '.join(keys)}", type(records).__name__, what
+    )
     missing = [k for k in keys if k not in records]
     expect(not missing, f"the keys {', '.join(keys)}", f"no {', '.join(missing)}", what)
     for key in keys:
         if key.endswith("_time"):
-            expect(_is_measurement(records[key]), f"{key} measured by torch.utils.benchmark "
-                   "(Timer(...).blocked_autorange())", repr(records[key])[:80], what)  # fmt: skip
+            expect(
+                _is_measurement(records[key]),
+                f"{key} measured by torch.utils.benchmark (Timer(...).blocked_autorange())",
+                repr(records[key])[:80],
+                what,
+            )
 
 
 # Large enough that a copy costs far more than a view's bookkeeping, small enough to be quick.
@@ -36,17 +41,28 @@ def verify_view_and_copy(images: torch.Tensor, records) -> str:
     _records(records, ("view", "copy", "view_time", "copy_time"), what)
     view, copy = records["view"], records["copy"]
     memory = images.untyped_storage().data_ptr()
-    expect(view.untyped_storage().data_ptr() == memory, "'view' sharing the input's memory",
-           "a tensor with memory of its own", what)  # fmt: skip
-    expect(copy.untyped_storage().data_ptr() != memory, "'copy' in memory of its own (.clone())",
-           "a tensor sharing the input's", what)  # fmt: skip
-    expect(torch.equal(view, copy), "'view' and 'copy' with equal values", "different values",
-           what)  # fmt: skip
+    expect(
+        view.untyped_storage().data_ptr() == memory,
+        "'view' sharing the input's memory",
+        "a tensor with memory of its own",
+        what,
+    )
+    expect(
+        copy.untyped_storage().data_ptr() != memory,
+        "'copy' in memory of its own (.clone())",
+        "a tensor sharing the input's",
+        what,
+    )
+    expect(torch.equal(view, copy), "'view' and 'copy' with equal values", "different values", what)
     extra = copy.untyped_storage().nbytes()
     expect(extra == images.nbytes, f"a copy of {images.nbytes:,} bytes", f"{extra:,}", what)
     ratio = records["copy_time"].median / records["view_time"].median
-    expect(ratio > 3, "the copy several times slower than the view (it moves every byte)",
-           "a copy about as fast as the view: time the copy itself, not a view", what)  # fmt: skip
+    expect(
+        ratio > 3,
+        "the copy several times slower than the view (it moves every byte)",
+        "a copy about as fast as the view: time the copy itself, not a view",
+        what,
+    )
     return f"the view shares the batch's {images.nbytes:,} bytes; the copy takes as many again"
 
 
@@ -76,12 +92,21 @@ def verify_broadcast_vs_loop(x: torch.Tensor, records) -> str:
     _records(records, ("result", "broadcast_time", "loop_time"), what)
     want = (x - x.mean(dim=0)) / x.std(dim=0, unbiased=False)
     got = records["result"]
-    expect(isinstance(got, torch.Tensor) and got.shape == x.shape
-           and torch.allclose(got, want, atol=1e-4), "'result': x standardized by column",
-           "other values", what)  # fmt: skip
+    expect(
+        isinstance(got, torch.Tensor)
+        and got.shape == x.shape
+        and torch.allclose(got, want, atol=1e-4),
+        "'result': x standardized by column",
+        "other values",
+        what,
+    )
     ratio = records["loop_time"].median / records["broadcast_time"].median
-    expect(ratio > 1.5, "the loop over columns slower than broadcasting",
-           "a loop as fast as broadcasting: time a Python loop over the columns", what)  # fmt: skip
+    expect(
+        ratio > 1.5,
+        "the loop over columns slower than broadcasting",
+        "a loop as fast as broadcasting: time a Python loop over the columns",
+        what,
+    )
     return f"broadcasting beats a loop over {x.shape[1]} columns, measured by torch.utils.benchmark"
 
 
@@ -137,5 +162,9 @@ def held_out_gradient(rng, grad_of_loss):
     want = 3 * x**2 + 2.0
     right = isinstance(got, torch.Tensor) and got.shape == want.shape and torch.allclose(got, want)
     shown = [round(v, 4) for v in want.tolist()]
-    expect(right, shown, got.tolist() if isinstance(got, torch.Tensor) else repr(got),
-           f"gradient of sum(x**3 + 2x) at x={points}")  # fmt: skip
+    expect(
+        right,
+        shown,
+        got.tolist() if isinstance(got, torch.Tensor) else repr(got),
+        f"gradient of sum(x**3 + 2x) at x={points}",
+    )

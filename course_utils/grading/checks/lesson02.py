@@ -62,19 +62,35 @@ class CountedStep:
 def verify_thread_rates(rates, calls, allocated: int, restored: int, batch_size: int) -> str:
     """The checks of 02.2 on what the learner's run returned and what the step logged."""
     what = f"thread_rates on an allocation of {allocated} CPU(s)"
-    expect(isinstance(rates, dict) and rates, "a dict {threads: images per second}",
-           type(rates).__name__, what)  # fmt: skip
+    expect(
+        isinstance(rates, dict) and rates,
+        "a dict {threads: images per second}",
+        type(rates).__name__,
+        what,
+    )
     counts = sorted(rates)
     outside = [n for n in counts if not (isinstance(n, int) and 1 <= n <= allocated)]
-    expect(not outside, f"thread counts from 1 to the {allocated} allocated CPUs "
-           "(hpc.allocated_cpus())", f"{outside}", what)  # fmt: skip
+    expect(
+        not outside,
+        f"thread counts from 1 to the {allocated} allocated CPUs (hpc.allocated_cpus())",
+        f"{outside}",
+        what,
+    )
     expect(1 in rates and allocated in rates, f"1 and {allocated} among them", counts, what)
-    expect(restored == allocated, f"torch's threads back at {allocated} afterwards "
-           "(hpc.configure_threads())", f"{restored}", what)  # fmt: skip
+    expect(
+        restored == allocated,
+        f"torch's threads back at {allocated} afterwards (hpc.configure_threads())",
+        f"{restored}",
+        what,
+    )
     for n in counts:
         times = [s for threads, s in calls if threads == n]
-        expect(len(times) >= 3, f"the step run at least 3 times with {n} thread(s)",
-               f"{len(times)} time(s): set the threads before timing", what)  # fmt: skip
+        expect(
+            len(times) >= 3,
+            f"the step run at least 3 times with {n} thread(s)",
+            f"{len(times)} time(s): set the threads before timing",
+            what,
+        )
         # Supported: a rate between those of the slowest and the fastest call the step's own clock
         # saw (with a margin). Under load one call can take many times another, so a median or
         # a block mean (torch.utils.benchmark) may sit far from the median call: both are honest.
@@ -120,12 +136,21 @@ class CountedReads(Dataset):
 def verify_loader_rates(rates, reads: list[int], images: int, allocated: int, seconds: float):
     """The checks of 02.3 on the rates returned, the data set's read counts and the wall time."""
     what = f"loader_rates on an allocation of {allocated} CPU(s)"
-    expect(isinstance(rates, dict) and rates, "a dict {num_workers: images per second}",
-           type(rates).__name__, what)  # fmt: skip
+    expect(
+        isinstance(rates, dict) and rates,
+        "a dict {num_workers: images per second}",
+        type(rates).__name__,
+        what,
+    )
     counts = sorted(rates)
     outside = [w for w in counts if not (isinstance(w, int) and 0 <= w <= allocated)]
-    expect(not outside, f"worker counts from 0 to the {allocated} allocated CPUs "
-           "(more workers than CPUs compete for them)", f"{outside}", what)  # fmt: skip
+    expect(
+        not outside,
+        f"worker counts from 0 to the {allocated} allocated CPUs "
+        "(more workers than CPUs compete for them)",
+        f"{outside}",
+        what,
+    )
     expect(0 in rates and max(counts) >= 1, "0 and at least one worker count", counts, what)
     expect(
         sum(reads) >= images * len(rates),
@@ -136,12 +161,20 @@ def verify_loader_rates(rates, reads: list[int], images: int, allocated: int, se
     )
     workers = max(counts)
     used = [slot for slot in range(1, len(reads)) if reads[slot]]
-    expect(len(used) >= workers, f"reads from {workers} worker processes (num_workers="
-           f"{workers})", f"reads from {len(used)}", what)  # fmt: skip
+    expect(
+        len(used) >= workers,
+        f"reads from {workers} worker processes (num_workers={workers})",
+        f"reads from {len(used)}",
+        what,
+    )
     passes = sum(images / r for r in rates.values() if isinstance(r, (int, float)) and r > 0)
-    expect(len([r for r in rates.values() if isinstance(r, (int, float)) and r > 0]) == len(rates)
-           and passes <= seconds * 1.05, "rates of images / seconds per pass, as measured",
-           "figures faster than the run that made them", what)  # fmt: skip
+    expect(
+        len([r for r in rates.values() if isinstance(r, (int, float)) and r > 0]) == len(rates)
+        and passes <= seconds * 1.05,
+        "rates of images / seconds per pass, as measured",
+        "figures faster than the run that made them",
+        what,
+    )
     return "0 workers up to the allocated CPUs measured, each reading the whole data set"
 
 
@@ -159,19 +192,35 @@ def check_loader_rates(loader_rates):
 MIN_UTIL = 50  # % of the time the GPU is busy, on average: the lesson's rule of thumb
 # (images, CPU measured, GPU measured, extra queue wait in s, what it is)
 DECISIONS = [
-    (5_000_000, {"images_per_s": 2_000, "cores": 8},
-     {"images_per_s": 40_000, "util_samples": [0, 5, 6, 7, 6]}, 600,
-     "the documentation's small CNN: fast on a GPU, but the GPU is 5% busy"),
-    (50_000_000, {"images_per_s": 2_000, "cores": 8},
-     {"images_per_s": 40_000, "util_samples": [0, 90, 95, 93, 94]}, 3_600,
-     "a long job that keeps the GPU busy"),
-    (500_000, {"images_per_s": 2_000, "cores": 8},
-     {"images_per_s": 40_000, "util_samples": [0, 90, 95, 93, 94]}, 3_600,
-     "a 4-minute CPU job against a 1-hour wait for a GPU"),
-    (50_000_000, {"images_per_s": 2_000, "cores": 8},
-     {"images_per_s": 40_000, "util_samples": [0, 0, 0, 100, 0]}, 600,
-     "a GPU busy in one sample of five (mean 20%)"),
-]  # fmt: skip
+    (
+        5_000_000,
+        {"images_per_s": 2_000, "cores": 8},
+        {"images_per_s": 40_000, "util_samples": [0, 5, 6, 7, 6]},
+        600,
+        "the documentation's small CNN: fast on a GPU, but the GPU is 5% busy",
+    ),
+    (
+        50_000_000,
+        {"images_per_s": 2_000, "cores": 8},
+        {"images_per_s": 40_000, "util_samples": [0, 90, 95, 93, 94]},
+        3_600,
+        "a long job that keeps the GPU busy",
+    ),
+    (
+        500_000,
+        {"images_per_s": 2_000, "cores": 8},
+        {"images_per_s": 40_000, "util_samples": [0, 90, 95, 93, 94]},
+        3_600,
+        "a 4-minute CPU job against a 1-hour wait for a GPU",
+    ),
+    (
+        50_000_000,
+        {"images_per_s": 2_000, "cores": 8},
+        {"images_per_s": 40_000, "util_samples": [0, 0, 0, 100, 0]},
+        600,
+        "a GPU busy in one sample of five (mean 20%)",
+    ),
+]
 
 
 def _want_decision(images, cpu, gpu, wait) -> dict:
@@ -188,16 +237,20 @@ def _want_decision(images, cpu, gpu, wait) -> dict:
 def check_decision(gpu_or_cpu):
     for images, cpu, gpu, wait, what in DECISIONS:
         got = call_answer(gpu_or_cpu, images, dict(cpu), dict(gpu), wait)
-        expect(isinstance(got, dict), "a dict with ask_for, core_hours, gpu_hours",
-               type(got).__name__, what)  # fmt: skip
+        expect(
+            isinstance(got, dict),
+            "a dict with ask_for, core_hours, gpu_hours",
+            type(got).__name__,
+            what,
+        )
         want = _want_decision(images, cpu, gpu, wait)
         missing = [k for k in want if k not in got]
         expect(not missing, f"keys {', '.join(want)}", f"no {', '.join(missing)}", what)
-        expect(got["ask_for"] == want["ask_for"], repr(want["ask_for"]), repr(got["ask_for"]),
-               what)  # fmt: skip
+        expect(got["ask_for"] == want["ask_for"], repr(want["ask_for"]), repr(got["ask_for"]), what)
         for key in ("core_hours", "gpu_hours"):
-            close = isinstance(got[key], (int, float)) and math.isclose(got[key], want[key],
-                                                                       rel_tol=1e-6)  # fmt: skip
+            close = isinstance(got[key], (int, float)) and math.isclose(
+                got[key], want[key], rel_tol=1e-6
+            )
             expect(close, f"{key} {want[key]:.4g}", f"{got[key]!r}", what)
     return "a GPU only when the monitor shows it busy and it ends sooner; both costs in hours"
 
@@ -214,18 +267,33 @@ def _check_bundle_header(script: str, hours, cores, mem_gb) -> None:
         request = sbatch.read_request(script)
     except ValueError as e:
         raise CheckFailed(f"{what}: expected a header sbatch can read, got: {e}") from None
-    expect(request.nodes == 1 and request.tasks in (None, 1), "one node, one task",
-           f"{request.nodes} node(s), {request.tasks} task(s)", what)  # fmt: skip
+    expect(
+        request.nodes == 1 and request.tasks in (None, 1),
+        "one node, one task",
+        f"{request.nodes} node(s), {request.tasks} task(s)",
+        what,
+    )
     expect(request.gpus_per_node == 1, "one GPU", f"{request.gpus_per_node} GPU(s)", what)
-    expect(request.cpus_per_task == cores, f"the bundle's {cores} CPUs (--cpus-per-task)",
-           f"{request.cpus_per_task}", what)  # fmt: skip
+    expect(
+        request.cpus_per_task == cores,
+        f"the bundle's {cores} CPUs (--cpus-per-task)",
+        f"{request.cpus_per_task}",
+        what,
+    )
     mem = request.mem_mb
-    expect(mem is not None and abs(mem - mem_gb * 1024) < 1,
-           f"the bundle's {mem_gb}G = {mem_gb * 1024} MB (--mem)",
-           "no memory request" if mem is None else f"{mem:.0f} MB", what)  # fmt: skip
+    expect(
+        mem is not None and abs(mem - mem_gb * 1024) < 1,
+        f"the bundle's {mem_gb}G = {mem_gb * 1024} MB (--mem)",
+        "no memory request" if mem is None else f"{mem:.0f} MB",
+        what,
+    )
     minutes = request.minutes
-    expect(minutes is not None and abs(minutes - hours * 60) < 0.01, f"{hours * 60:g} minutes",
-           "no --time" if minutes is None else f"{minutes:g} minutes", what)  # fmt: skip
+    expect(
+        minutes is not None and abs(minutes - hours * 60) < 0.01,
+        f"{hours * 60:g} minutes",
+        "no --time" if minutes is None else f"{minutes:g} minutes",
+        what,
+    )
 
 
 @exercise("02.5", "a GPU job header in the ratio of the centre's bundle")
@@ -253,8 +321,9 @@ def held_out_decision(rng, gpu_or_cpu):
     want = _want_decision(images, cpu, gpu, wait)
     what = f"gpu_or_cpu({images:,} images, {cpu}, {gpu}, wait {wait} s)"
     expect(isinstance(got, dict), "a dict", type(got).__name__, what)
-    expect(got.get("ask_for") == want["ask_for"], repr(want["ask_for"]), repr(got.get("ask_for")),
-           what)  # fmt: skip
+    expect(
+        got.get("ask_for") == want["ask_for"], repr(want["ask_for"]), repr(got.get("ask_for")), what
+    )
     for key in ("core_hours", "gpu_hours"):
         value = got.get(key)
         close = isinstance(value, (int, float)) and math.isclose(value, want[key], rel_tol=1e-6)

@@ -246,8 +246,10 @@ def check_most_expensive_operator(most_expensive_operator):
 def held_out_images_per_second(rng, images_per_second):
     """Other loops (speeds, batch sizes, warm-ups): the two visible figures typed in, or images
     counted as if every timed batch but the last held as many as the first, fail them."""
-    settings = {"host_seconds": rng.choice([1e-3, 5e-3, 2e-2]),
-                "device_seconds_per_image": rng.choice([5e-5, 1e-4, 3e-4])}  # fmt: skip
+    settings = {
+        "host_seconds": rng.choice([1e-3, 5e-3, 2e-2]),
+        "device_seconds_per_image": rng.choice([5e-5, 1e-4, 3e-4]),
+    }
     sizes = [rng.choice([16, 32, 48, 64, 100]) for _ in range(rng.randint(4, 10))]
     warmup = rng.randint(0, 3)
     where = f"batches of {sizes}, warmup={warmup} (simulated)"

@@ -202,5 +202,9 @@ def held_out_round_to_tf32(rng, answer):
     same = got.view(torch.int32) == want.view(torch.int32)
     if not bool(same.all()):
         i = int((~same).nonzero()[0])
-        expect(False, _hex(want[i : i + 1])[0], _hex(got[i : i + 1])[0],
-               f"input {_hex(x[i : i + 1])[0]}")  # fmt: skip
+        expect(
+            False,
+            _hex(want[i : i + 1])[0],
+            _hex(got[i : i + 1])[0],
+            f"input {_hex(x[i : i + 1])[0]}",
+        )

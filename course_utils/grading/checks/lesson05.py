@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from course_utils import device as devices
-from course_utils import distributed, models, sbatch
+from course_utils import distributed, models, rank_logs, sbatch
 from course_utils.data import SyntheticCIFAR10
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.jobs import ddp_exercise, single_process
@@ -52,8 +52,9 @@ def _one_process_with_double_batch() -> dict:
     torch.manual_seed(0)
     model = models.Net()
     dataset = SyntheticCIFAR10(size=ddp_exercise.IMAGES)
-    single_process.train(model, dataset, 2 * ddp_exercise.BATCH_SIZE, ddp_exercise.LR,
-                         ddp_exercise.STEPS, "cpu")  # fmt: skip
+    single_process.train(
+        model, dataset, 2 * ddp_exercise.BATCH_SIZE, ddp_exercise.LR, ddp_exercise.STEPS, "cpu"
+    )
     return model.state_dict()
 
 
@@ -72,27 +73,37 @@ def check_train_ddp(train_ddp):
     with tempfile.TemporaryDirectory() as tmp:
         answer, out = _answer_module(train_ddp, Path(tmp)), Path(tmp) / "rank0.pt"
         run = distributed.launch(
-            "course_utils.jobs.ddp_exercise", answer, out, nproc=2, echo=False, check=False,
-            timeout=180, env={"OMP_NUM_THREADS": "1"},
-        )  # fmt: skip
+            "course_utils.jobs.ddp_exercise",
+            answer,
+            out,
+            nproc=2,
+            echo=False,
+            check=False,
+            timeout=180,
+            env={"OMP_NUM_THREADS": "1"},
+        )
         if run.returncode != 0:
-            cause = distributed.failure_cause(run.output) or run.output.strip()[-400:]
+            cause = rank_logs.failure_cause(run.output) or run.output.strip()[-400:]
             raise CheckFailed(f"train_ddp failed under torchrun with 2 ranks: {cause}")
         sums = [
             line.split()[-1] for line in run.output.splitlines() if "parameter checksum" in line
         ]
         expect(len(sums) == 2, "a checksum from each of the 2 ranks", f"{len(sums)}")
         expect(
-            sums[0] == sums[1], "identical parameters on both ranks",
+            sums[0] == sums[1],
+            "identical parameters on both ranks",
             "different parameters: wrap the model in DistributedDataParallel and train the "
             "wrapper, so that gradients are averaged across ranks",
-        )  # fmt: skip
+        )
         got = torch.load(out, weights_only=True)
     want = _one_process_with_double_batch()
     torch.manual_seed(0)
     start = models.Net().state_dict()
-    expect(any(not torch.equal(got[k], start[k]) for k in got), "trained parameters",
-           "the initial ones: take `steps` optimizer steps")  # fmt: skip
+    expect(
+        any(not torch.equal(got[k], start[k]) for k in got),
+        "trained parameters",
+        "the initial ones: take `steps` optimizer steps",
+    )
     diff = max((got[k] - want[k]).abs().max().item() for k in want)
     expect(
         diff < 1e-6,
@@ -113,10 +124,12 @@ def check_rank_plan(rank_plan):
 def _check_rank_plan_case(rank_plan, ranks: int, gpus: int) -> None:
     got = call_answer(rank_plan, ranks, gpus)
     want = [
-        (distributed.choose_backend(ranks, gpus),
-         str(devices.plan_device(r, ranks, gpus=gpus).device))
+        (
+            distributed.choose_backend(ranks, gpus),
+            str(devices.plan_device(r, ranks, gpus=gpus).device),
+        )
         for r in range(ranks)
-    ]  # fmt: skip
+    ]
     expect(isinstance(got, list) and len(got) == ranks, f"a list of {ranks} pairs", repr(got))
     got = [(str(b), str(d)) for b, d in got]
     where = f"rank_plan(ranks_per_node={ranks}, gpus_per_node={gpus})"
@@ -129,8 +142,14 @@ def _check_rank_plan_case(rank_plan, ranks: int, gpus: int) -> None:
 
 
 # The need in exercise 05.3 (the lesson's text says the same).
-DDP_NEED = {"nodes": 2, "gpus_per_node": 4, "cpus_per_gpu": 12, "mem_gb_per_gpu": 120,
-            "minutes": 120, "warning_s": 300}  # fmt: skip
+DDP_NEED = {
+    "nodes": 2,
+    "gpus_per_node": 4,
+    "cpus_per_gpu": 12,
+    "mem_gb_per_gpu": 120,
+    "minutes": 120,
+    "warning_s": 300,
+}
 
 
 @exercise("05.3", "the header of a multi-node DDP job")
@@ -144,22 +163,34 @@ def check_ddp_header(ddp_header):
     need = DDP_NEED
     per_node = r.tasks_per_node or (r.tasks // r.nodes if r.tasks else None)
     expect(r.nodes == need["nodes"], f"--nodes={need['nodes']}", f"--nodes={r.nodes}")
-    expect(r.gpus_per_node == need["gpus_per_node"], "4 GPUs per node (--gres=gpu:4)",
-           f"{r.gpus_per_node}")  # fmt: skip
-    expect(per_node == need["gpus_per_node"],
-           "one task per GPU: --ntasks-per-node=4 (srun starts the ranks)",
-           f"{per_node} tasks per node")  # fmt: skip
-    expect(r.cpus_per_task == need["cpus_per_gpu"], "--cpus-per-task=12 (the bundle: 12 per GPU)",
-           f"--cpus-per-task={r.cpus_per_task}")  # fmt: skip
+    expect(
+        r.gpus_per_node == need["gpus_per_node"],
+        "4 GPUs per node (--gres=gpu:4)",
+        f"{r.gpus_per_node}",
+    )
+    expect(
+        per_node == need["gpus_per_node"],
+        "one task per GPU: --ntasks-per-node=4 (srun starts the ranks)",
+        f"{per_node} tasks per node",
+    )
+    expect(
+        r.cpus_per_task == need["cpus_per_gpu"],
+        "--cpus-per-task=12 (the bundle: 12 per GPU)",
+        f"--cpus-per-task={r.cpus_per_task}",
+    )
     mem = need["mem_gb_per_gpu"] * need["gpus_per_node"] * 1024
-    expect(r.mem_mb is not None and abs(r.mem_mb - mem) < 1024,
-           "--mem=480G per node (120 GB per GPU, 4 GPUs)",
-           "no --mem" if r.mem_mb is None else f"{r.mem_mb / 1024:.0f} GB")  # fmt: skip
+    expect(
+        r.mem_mb is not None and abs(r.mem_mb - mem) < 1024,
+        "--mem=480G per node (120 GB per GPU, 4 GPUs)",
+        "no --mem" if r.mem_mb is None else f"{r.mem_mb / 1024:.0f} GB",
+    )
     expect(r.minutes == need["minutes"], "--time=02:00:00", f"{r.minutes} minutes")
     signal = r.signal or ""
-    expect(signal.split("@")[0].removeprefix("B:") == "USR1" and signal.endswith("@300"),
-           "--signal=B:USR1@300 (a warning 5 minutes before the limit)",
-           signal or "no --signal")  # fmt: skip
+    expect(
+        signal.split("@")[0].removeprefix("B:") == "USR1" and signal.endswith("@300"),
+        "--signal=B:USR1@300 (a warning 5 minutes before the limit)",
+        signal or "no --signal",
+    )
     return "2 nodes x 4 GPUs, one task per GPU, the bundle's CPUs and memory, a warning signal"
 
 

@@ -38,17 +38,35 @@ def check_make_checkpoint(make_checkpoint):
         missing = [k for k in KEYS if k not in got]
         expect(not missing, f"keys {', '.join(KEYS)}", f"no {', '.join(missing)}")
         keys = list(got["model"])
-        expect(keys == want_keys, f"model keys {want_keys[:2]} (unwrap the model first)",
-               f"{keys[:2]} from a {wrapper.__name__} wrapper", "model")  # fmt: skip
-        expect(bool(got["optimizer"].get("state")), "the optimizer's momentum buffers",
-               "an optimizer state without 'state'; use optimizer.state_dict()")  # fmt: skip
-        expect(got["scheduler"] == sched.state_dict(), "scheduler.state_dict()",
-               got["scheduler"], "scheduler")  # fmt: skip
-        expect((got["epoch"], got["step"]) == (2, 17), "epoch 2, step 17",
-               f"epoch {got['epoch']}, step {got['step']}")  # fmt: skip
+        expect(
+            keys == want_keys,
+            f"model keys {want_keys[:2]} (unwrap the model first)",
+            f"{keys[:2]} from a {wrapper.__name__} wrapper",
+            "model",
+        )
+        expect(
+            bool(got["optimizer"].get("state")),
+            "the optimizer's momentum buffers",
+            "an optimizer state without 'state'; use optimizer.state_dict()",
+        )
+        expect(
+            got["scheduler"] == sched.state_dict(),
+            "scheduler.state_dict()",
+            got["scheduler"],
+            "scheduler",
+        )
+        expect(
+            (got["epoch"], got["step"]) == (2, 17),
+            "epoch 2, step 17",
+            f"epoch {got['epoch']}, step {got['step']}",
+        )
         same_rng = isinstance(got["rng"], torch.Tensor) and torch.equal(got["rng"], rng)
-        expect(same_rng, "torch.get_rng_state() at the time of the call",
-               type(got["rng"]).__name__, "rng")  # fmt: skip
+        expect(
+            same_rng,
+            "torch.get_rng_state() at the time of the call",
+            type(got["rng"]).__name__,
+            "rng",
+        )
     return "model (unwrapped), optimizer, scheduler, epoch, step and RNG state in one dict"
 
 
@@ -78,9 +96,11 @@ def check_atomic_save(atomic_save):
         expect(torch.equal(got["w"], torch.arange(3)), "the saved tensor back", got)
         last = renames[-1] if renames else None
         seen = [(str(s), str(d)) for s, d in renames]
-        expect(last is not None and last[1] == path and last[0].parent == path.parent,
-               "os.replace(a temporary file in the same folder, path)",
-               f"renames {seen}" if renames else "no rename")  # fmt: skip
+        expect(
+            last is not None and last[1] == path and last[0].parent == path.parent,
+            "os.replace(a temporary file in the same folder, path)",
+            f"renames {seen}" if renames else "no rename",
+        )
         try:  # torch.save cannot pickle a lambda: this save fails halfway
             call_answer(atomic_save, {"w": torch.ones(2), "bad": lambda: 0}, path)
         except NotImplementedError:
@@ -94,8 +114,11 @@ def check_atomic_save(atomic_save):
                 f"expected the previous file intact after a failed save, got a broken file "
                 f"({type(e).__name__}); write a temporary file first, then os.replace it"
             ) from None
-        expect(torch.equal(after, torch.arange(3)), "the previous file intact after a failed save",
-               f"{after.tolist()}")  # fmt: skip
+        expect(
+            torch.equal(after, torch.arange(3)),
+            "the previous file intact after a failed save",
+            f"{after.tolist()}",
+        )
     return "a failed save leaves the previous file intact; a good one appears in one rename"
 
 
@@ -116,8 +139,11 @@ def check_safe_load(safe_load):
         torch.save({"model": {"w": torch.ones(2)}, "step": 3}, good)
         got = call_answer(safe_load, good)
         expect(isinstance(got, dict) and got.get("step") == 3, "the dict saved in good.pt", got)
-        expect(got["model"]["w"].device.type == "cpu", "tensors on the CPU (map_location)",
-               got["model"]["w"].device)  # fmt: skip
+        expect(
+            got["model"]["w"].device.type == "cpu",
+            "tensors on the CPU (map_location)",
+            got["model"]["w"].device,
+        )
         torch.save({"model": _Payload(marker), "step": 3}, bad)
         try:
             call_answer(safe_load, bad)
@@ -125,8 +151,11 @@ def check_safe_load(safe_load):
             raise
         except Exception:
             pass  # refusing the file is right
-        expect(not marker.exists(), "the malicious file refused",
-               "its code ran (it created a folder); load with weights_only=True")  # fmt: skip
+        expect(
+            not marker.exists(),
+            "the malicious file refused",
+            "its code ran (it created a folder); load with weights_only=True",
+        )
     return "weights_only=True loads tensors and refuses code"
 
 
@@ -161,25 +190,34 @@ def check_preempt_and_resume(preempt_and_resume):
         folder = Path(tmp) / "ckpt"
         call_answer(preempt_and_resume, folder)
         history = resumable.read_history(folder)
-        expect(bool(history), f"records in {resumable.HISTORY} from runs with --ckpt-dir set to "
-               "the folder given", "none (did the program run, with that folder?)")  # fmt: skip
+        expect(
+            bool(history),
+            f"records in {resumable.HISTORY} from runs with --ckpt-dir set to the folder given",
+            "none (did the program run, with that folder?)",
+        )
         runs = _runs(history)
         stops = [i for i, e in enumerate(history) if e["event"] == "stopped"]
-        expect(bool(stops), "a run stopped by a signal (SIGUSR1, as Slurm sends) that saved "
-               "and exited", f"runs {runs} (send the signal while it trains)")  # fmt: skip
+        expect(
+            bool(stops),
+            "a run stopped by a signal (SIGUSR1, as Slurm sends) that saved and exited",
+            f"runs {runs} (send the signal while it trains)",
+        )
         stop = history[stops[0]]
         later = [e for e in history[stops[0] :] if e["event"] == "start"]
-        expect(bool(later) and later[0]["resumed_from"] == stop["step"],
-               f"a second run that resumed from step {stop['step']}, where the signal saved",
-               f"runs {runs}")  # fmt: skip
-        expect(history[-1]["event"] == "finished", "the resumed run to finish",
-               f"runs {runs}")  # fmt: skip
+        expect(
+            bool(later) and later[0]["resumed_from"] == stop["step"],
+            f"a second run that resumed from step {stop['step']}, where the signal saved",
+            f"runs {runs}",
+        )
+        expect(history[-1]["event"] == "finished", "the resumed run to finish", f"runs {runs}")
         config = later[0]["config"]
         final = _final_hash(folder)
         want = _uninterrupted(config, Path(tmp) / "uninterrupted")
-        expect(final == want == history[-1]["hash"],
-               "final parameters bitwise equal to an uninterrupted run with the same settings",
-               "different parameters (resume with the same settings and folder)")  # fmt: skip
+        expect(
+            final == want == history[-1]["hash"],
+            "final parameters bitwise equal to an uninterrupted run with the same settings",
+            "different parameters (resume with the same settings and folder)",
+        )
         where = "under Slurm (requeued)" if stop.get("requeued") else "locally (no Slurm here)"
     # No step number: where the signal lands varies from run to run, and nbval compares this line.
     return f"stopped by {stop['signal']} {where}, saved, and resumed from that step exactly"
@@ -196,5 +234,6 @@ def held_out_checkpoint(rng, make_checkpoint):
     got = call_answer(make_checkpoint, nn.DataParallel(model), opt, sched, epoch, step)
     expect(isinstance(got, dict), "a dict", type(got).__name__)
     found = (got.get("epoch"), got.get("step"))
-    expect(found == (epoch, step), f"epoch {epoch}, step {step}",
-           f"epoch {found[0]}, step {found[1]}")  # fmt: skip
+    expect(
+        found == (epoch, step), f"epoch {epoch}, step {step}", f"epoch {found[0]}, step {found[1]}"
+    )

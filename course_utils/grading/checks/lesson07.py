@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from course_utils import cpp, export, files
-from course_utils.doctor_gpu import arch_supported
+from course_utils.doctor.gpu import arch_supported
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 from course_utils.models import Net
 from course_utils.paths import build_root
@@ -47,7 +47,7 @@ def _package() -> Path:
 def _project() -> Path:
     """A learner's project as the lesson makes it: the documentation's example plus
     include(CourseTorch), in build/ so that its build stays incremental between checks."""
-    documentation = export.cpp_source_dir() / "examples" / "documentation"
+    documentation = cpp.cpp_source_dir() / "examples" / "documentation"
     project = build_root() / "exercise-07" / "project"
     cmake = (documentation / "CMakeLists.txt").read_text()
     fixed = cmake.replace("find_package(Torch", "include(CourseTorch)\nfind_package(Torch")
@@ -60,8 +60,12 @@ def _project() -> Path:
 
 
 def _same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
-    expect(tuple(got.shape) == tuple(want.shape), f"an output of shape {tuple(want.shape)}",
-           tuple(got.shape), what)  # fmt: skip
+    expect(
+        tuple(got.shape) == tuple(want.shape),
+        f"an output of shape {tuple(want.shape)}",
+        tuple(got.shape),
+        what,
+    )
     diff = (got - want).abs().max().item()
     expect(diff <= 1e-5, "outputs within 1e-5 of Python's", f"a difference of {diff:.2g}", what)
 
@@ -72,19 +76,25 @@ def check_deploy(deploy):
     with tempfile.TemporaryDirectory() as tmp:
         x = _batch(5, seed=1)
         got = call_answer(deploy, model, x, Path(tmp))
-        expect(isinstance(got, cpp.CppResult), "the C++ program's result (export.run_model)",
-               type(got).__name__)  # fmt: skip
+        expect(
+            isinstance(got, cpp.CppResult),
+            "the C++ program's result (cpp.run_model)",
+            type(got).__name__,
+        )
         packages = sorted(Path(tmp).glob("*.pt2"))
-        expect(len(packages) == 1, "one AOTInductor package (.pt2) in the folder given",
-               [p.name for p in Path(tmp).iterdir()])  # fmt: skip
+        expect(
+            len(packages) == 1,
+            "one AOTInductor package (.pt2) in the folder given",
+            [p.name for p in Path(tmp).iterdir()],
+        )
         _toolchain()
         with torch.no_grad():
             _same(got.output, model(x), "the C++ output of batch 5")
-            program = export.build_programs(["aoti_run"]).program("aoti_run")
+            program = cpp.build_programs(["aoti_run"]).program("aoti_run")
             three = _batch(3, seed=2)
             try:  # the check runs the C++ program itself, on another batch size
-                again = export.run_model(program, packages[0], three, Path(tmp))
-            except export.CppProgramError as e:
+                again = cpp.run_model(program, packages[0], three, Path(tmp))
+            except cpp.CppProgramError as e:
                 raise CheckFailed(
                     f"batch 3: expected your package to accept any batch size, got "
                     f"{str(e).splitlines()[0]} (export with a dynamic batch dimension)"
@@ -98,16 +108,22 @@ def check_own_program(build_predict):
     _toolchain()
     project = _project()
     program = call_answer(build_predict, project)
-    expect(program is not None and Path(program).is_file(), "the path of your built program",
-           f"no file at {program}")  # fmt: skip
+    expect(
+        program is not None and Path(program).is_file(),
+        "the path of your built program",
+        f"no file at {program}",
+    )
     course_build = cpp.build_root() / "cpp"
-    expect(Path(program).parent != course_build, "your own program, built from your project",
-           f"the course's {Path(program).name}")  # fmt: skip
+    expect(
+        Path(program).parent != course_build,
+        "your own program, built from your project",
+        f"the course's {Path(program).name}",
+    )
     x, package = _batch(4, seed=3), _package()
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            got = export.run_model(program, package, x, Path(tmp))
-        except (export.CppProgramError, FileNotFoundError, ValueError) as e:
+            got = cpp.run_model(program, package, x, Path(tmp))
+        except (cpp.CppProgramError, FileNotFoundError, ValueError) as e:
             raise CheckFailed(
                 f"expected {Path(program).name} PACKAGE INPUT OUTPUT to write OUTPUT, got "
                 f"{str(e).splitlines()[0]}"
@@ -150,8 +166,21 @@ def check_diagnose(diagnose):
 
 VERDICTS = ("runs", "update the driver", "rebuild for the GPU")
 GPUS = [(7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]
-ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_120",
-         "compute_75", "compute_80", "compute_90", "compute_100"]  # fmt: skip
+ARCHS = [
+    "sm_75",
+    "sm_80",
+    "sm_86",
+    "sm_89",
+    "sm_90",
+    "sm_90a",
+    "sm_100",
+    "sm_100a",
+    "sm_120",
+    "compute_75",
+    "compute_80",
+    "compute_90",
+    "compute_100",
+]
 
 
 def _verdict(capability, archs, built_with, driver) -> str:
@@ -177,6 +206,10 @@ def held_out_diagnoses(rng, diagnose):
         if _verdict(capability, archs, built_with, driver) == want:
             break
     got = call_answer(diagnose, capability, list(archs), built_with, driver)
-    expect(got == want, repr(want), repr(got),
-           f"diagnose({capability}, {archs}, built with CUDA 12.{built_with[1]}, "
-           f"driver for CUDA 12.{driver[1]})")  # fmt: skip
+    expect(
+        got == want,
+        repr(want),
+        repr(got),
+        f"diagnose({capability}, {archs}, built with CUDA 12.{built_with[1]}, "
+        f"driver for CUDA 12.{driver[1]})",
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils import data, profiling, speed
+from course_utils import data, profiling, speed, throughput
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
 
@@ -62,8 +62,12 @@ def check_bottleneck(bottleneck):
         want_limit, want_bound = speed.bottleneck(*case)
         where = "bottleneck(loader_rate={:g}, compute_rate={:g}, measured_rate={:g})".format(*case)
         got = call_answer(bottleneck, *case)
-        expect(isinstance(got, tuple) and len(got) == 2, "a pair (limit, speed-up bound)",
-               repr(got), where)  # fmt: skip
+        expect(
+            isinstance(got, tuple) and len(got) == 2,
+            "a pair (limit, speed-up bound)",
+            repr(got),
+            where,
+        )
         limit, bound = got
         expect(limit == want_limit, repr(want_limit), repr(limit), where)
         expect(
@@ -96,9 +100,11 @@ def _profile_cases(root: Path) -> dict:
     batch of 16, many times the step's computation, even on a busy machine (loading limits it)."""
     images = data.SyntheticCIFAR10(train=True, size=256)
     cases = {}
-    for name, dataset, batch in (("compute", images, 128),
-                                 ("loader", _SlowImages(images, 8e-3), 16)):  # fmt: skip
-        model, optimizer = speed.build(speed.NAIVE, "cpu")
+    for name, dataset, batch in (
+        ("compute", images, 128),
+        ("loader", _SlowImages(images, 8e-3), 16),
+    ):
+        model, optimizer = throughput.build(throughput.NAIVE, "cpu")
         model(torch.randn(batch, 3, 32, 32)).sum().backward()
         optimizer.zero_grad(set_to_none=True)
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True)
@@ -152,8 +158,12 @@ def check_name_the_bottleneck(name_the_bottleneck):
                 repr(got),
                 where,
             )
-            expect(limit == want_case, f"a {want_case}-bound trace", f"{share:.0%} loading",
-                   f"{where} (the machine too busy to tell? run the check again)")  # fmt: skip
+            expect(
+                limit == want_case,
+                f"a {want_case}-bound trace",
+                f"{share:.0%} loading",
+                f"{where} (the machine too busy to tell? run the check again)",
+            )
     # the shares vary from run to run; the pass line does not (nbval compares it)
     return "your traces of the check's compute-bound and loader-bound jobs, each named right"
 
@@ -207,5 +217,9 @@ def held_out_gpus_to_ask_for(rng, gpus_to_ask_for):
     got = call_answer(gpus_to_ask_for, dict(rates), images, hours)
     rounded = {n: round(r) for n, r in rates.items()}
     where = f"gpus_to_ask_for({rounded}, images={images:,}, hours_limit={hours:g})"
-    expect(got == want, "None (no count finishes in time)" if want is None else f"{want} GPUs",
-           repr(got), where)  # fmt: skip
+    expect(
+        got == want,
+        "None (no count finishes in time)" if want is None else f"{want} GPUs",
+        repr(got),
+        where,
+    )

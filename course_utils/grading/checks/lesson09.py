@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import failures, job_memory, memory, paths, sbatch
+from course_utils import failures, job_memory, launching, memory, paths, sbatch
 from course_utils.files import atomic_write_text
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
 
@@ -85,7 +85,7 @@ def check_diagnose(diagnose, runs_folder=None):
 
 def _mean_loss_on_ranks(log_mean_loss, world_size: int) -> list:
     """Each rank's loss is rank + 1; every rank calls the answer, as a training loop would."""
-    return failures.run_ranks(
+    return launching.run_ranks(
         lambda rank, size: log_mean_loss(float(rank + 1), rank, size), world_size, timeout=3.0
     )
 
@@ -96,7 +96,7 @@ def check_log_mean_loss(log_mean_loss):
     for world_size in (2, 3):
         try:
             got = _mean_loss_on_ranks(log_mean_loss, world_size)
-        except failures.RanksFailed as e:
+        except launching.RanksFailed as e:
             raise CheckFailed(
                 f"{world_size} ranks: expected every rank to finish within 3 s, got {e}. Every "
                 "rank must call the same collectives in the same order: all_reduce on every "
@@ -145,15 +145,23 @@ def check_accumulate_gradients(accumulate_gradients):
         call_answer(accumulate_gradients, model, x, y, micro_batches)
         what = f"{rows} rows in {micro_batches} micro-batches"
         largest = math.ceil(rows / micro_batches)
-        expect(bool(seen) and max(seen) <= largest, f"batches of at most {largest} rows",
-               f"batches of {seen}", what)  # fmt: skip
+        expect(
+            bool(seen) and max(seen) <= largest,
+            f"batches of at most {largest} rows",
+            f"batches of {seen}",
+            what,
+        )
         expect(sum(seen) == rows, f"all {rows} rows used once", f"{sum(seen)} rows", what)
         grads = [p.grad for p in model.parameters()]
         expect(all(gr is not None for gr in grads), "a .grad on every parameter", "None", what)
         worst = memory.max_relative_difference(grads, want)
-        expect(worst < 1e-5, "the big batch's gradients (relative difference < 1e-5)",
-               f"a relative difference of {worst:.2g}; weight each micro-batch's mean loss by "
-               "its share of the rows (len(chunk) / len(inputs))", what)  # fmt: skip
+        expect(
+            worst < 1e-5,
+            "the big batch's gradients (relative difference < 1e-5)",
+            f"a relative difference of {worst:.2g}; weight each micro-batch's mean loss by "
+            "its share of the rows (len(chunk) / len(inputs))",
+            what,
+        )
     return "micro-batch gradients add up to the big batch's, uneven last chunk included"
 
 
@@ -178,18 +186,28 @@ def judge_shared_loader(
     """CheckFailed unless every image read is one of the file's, as stored, and no worker held a
     copy of the file. unknown: how many images read were not among the file's; batch_mib: the
     size of one batch."""
-    expect(len(run.workers) == workers, f"{workers} workers reading", f"{len(run.workers)}",
-           "the loader's processes while it read")  # fmt: skip
-    expect(unknown == 0, "the file's images as stored (uint8, 3 x 64 x 64)",
-           f"{unknown} images that are not in the file", "the batches")  # fmt: skip
+    expect(
+        len(run.workers) == workers,
+        f"{workers} workers reading",
+        f"{len(run.workers)}",
+        "the loader's processes while it read",
+    )
+    expect(
+        unknown == 0,
+        "the file's images as stored (uint8, 3 x 64 x 64)",
+        f"{unknown} images that are not in the file",
+        "the batches",
+    )
     own = [p.unshared // job_memory.MiB for p in run.workers]
     limit = SHARED_LOADER_MIB // 2 + 2 * batch_mib  # a worker builds its batches in its own memory
-    expect(max(own) < limit, f"each worker under {limit} MiB of its own (half the file, and two "
-           "batches it builds)",
-           f"{own} MiB: each worker holds a copy of the {SHARED_LOADER_MIB} MiB file. Map it "
-           "(np.load(path, mmap_mode='r'), opened in each worker) or load it once in the main "
-           "process before the workers start, so they read the same pages",
-           f"{workers} workers on a {SHARED_LOADER_MIB} MiB file")  # fmt: skip
+    expect(
+        max(own) < limit,
+        f"each worker under {limit} MiB of its own (half the file, and two batches it builds)",
+        f"{own} MiB: each worker holds a copy of the {SHARED_LOADER_MIB} MiB file. Map it "
+        "(np.load(path, mmap_mode='r'), opened in each worker) or load it once in the main "
+        "process before the workers start, so they read the same pages",
+        f"{workers} workers on a {SHARED_LOADER_MIB} MiB file",
+    )
 
 
 @exercise("09.5", "DataLoader workers that share the data set instead of copying it")
@@ -203,16 +221,20 @@ def check_shared_loader(shared_loader):
 
         def look(batch):
             batch_bytes.append(batch.nbytes if isinstance(batch, torch.Tensor) else 0)
-            if not (isinstance(batch, torch.Tensor) and batch.dtype == torch.uint8
-                    and tuple(batch.shape[1:]) == SHARED_LOADER_SHAPE):  # fmt: skip
+            if not (
+                isinstance(batch, torch.Tensor)
+                and batch.dtype == torch.uint8
+                and tuple(batch.shape[1:]) == SHARED_LOADER_SHAPE
+            ):
                 unknown.append(len(batch))
                 return
             found = image_fingerprints(batch.numpy()).tolist()
             unknown.append(sum(f not in known for f in found))
 
         loader = call_answer(shared_loader, path, workers)
-        expect(isinstance(loader, DataLoader), "a torch.utils.data.DataLoader",
-               type(loader).__name__)  # fmt: skip
+        expect(
+            isinstance(loader, DataLoader), "a torch.utils.data.DataLoader", type(loader).__name__
+        )
         run = job_memory.read_loader(loader, SHARED_LOADER_BATCHES, on_batch=look)
         del loader  # its workers end before the file goes
     judge_shared_loader(run, sum(unknown), workers, max(batch_bytes, default=0) // job_memory.MiB)

@@ -1,11 +1,11 @@
-"""Checkers of lesson 10, the cluster lab. Each checks what a real run produced.
+"""Checkers of lesson 10, the cluster cluster. Each checks what a real run produced.
 
 10.1 runs the learner's staging function in real processes (course_utils.jobs.lab_stage_answer),
      the ranks of a node at the same moment: 2 nodes x 2 ranks with SLURM_TMPDIR, 1 node x 2
      with TMPDIR only, 1 rank with neither; Python's audit hooks count who read the archive.
 10.2 reads the learner's scaling script as sbatch does, then runs it at 1 node x 1 task:
      submitted where a Slurm controller answers, else its srun line's program here, one
-     local process per rank (lab.run_script); the record it wrote must carry the script's
+     local process per rank (cluster.run_script); the record it wrote must carry the script's
      digest.
 10.3 names the transport in the learner's own 2-node run's log, in the CI cluster's recorded
      one, and in the constructed NCCL excerpts (nccl_excerpts).
@@ -30,27 +30,18 @@ import textwrap
 import uuid
 from pathlib import Path
 
-from course_utils import (
-    lab,
-    lab_data,
-    lab_records,
-    lab_scripts,
-    processes,
-    reference,
-    scaling,
-    staging,
-    transport,
-)
+from course_utils import processes, reference
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 from course_utils.grading.checks.lesson05 import _imports_for
-from course_utils.nccl_excerpts import EXCERPTS
+from course_utils.lab import cluster, run_records, scaling, scripts, small_files, staging, transport
+from course_utils.lab.nccl_excerpts import EXCERPTS
+from course_utils.lab.staging import NODE_VARIABLE
 from course_utils.ranks import local_launch_environ
-from course_utils.staging import NODE_VARIABLE
 
-CHECK_SHAPE = lab.Shape(1, 1)  # the set's other sizes come from sbatch's own options
+CHECK_SHAPE = cluster.Shape(1, 1)  # the set's other sizes come from sbatch's own options
 
 
-def where(launcher: lab.Launcher) -> str:
+def where(launcher: cluster.Launcher) -> str:
     """How a check's run was started, in the words the sanitize file recognises."""
     return "[via slurm]" if launcher.kind == "slurm" else "[via local ranks: no Slurm here]"
 
@@ -93,9 +84,18 @@ def _run_ranks(answer: Path, archive: Path, ranks: list[dict], folder: Path) -> 
     go = folder / f"go-{uuid.uuid4().hex}"
     program = [sys.executable, "-m", "course_utils.jobs.lab_stage_answer", answer, archive, go]
     with contextlib.ExitStack() as stack:
-        procs = [stack.enter_context(processes.started(program, env=_job_environ(env),
-                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-                 for env in ranks]  # fmt: skip
+        procs = [
+            stack.enter_context(
+                processes.started(
+                    program,
+                    env=_job_environ(env),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+            for env in ranks
+        ]
         go.touch()
         reports = []
         for proc, env in zip(procs, ranks):
@@ -127,9 +127,16 @@ def _ranks(nodes: int, per_node: int, variables: dict, job: str) -> list[dict]:
     for node in range(1, nodes + 1):
         for local in range(per_node):
             mine = {k: v.format(node=node) for k, v in variables.items()}
-            ranks.append({**mine, "SLURM_JOB_ID": job, "SLURMD_NODENAME": f"cn{node}",
-                          "SLURM_PROCID": str(len(ranks)), "SLURM_LOCALID": str(local),
-                          "SLURM_NTASKS": str(nodes * per_node)})  # fmt: skip
+            ranks.append(
+                {
+                    **mine,
+                    "SLURM_JOB_ID": job,
+                    "SLURMD_NODENAME": f"cn{node}",
+                    "SLURM_PROCID": str(len(ranks)),
+                    "SLURM_LOCALID": str(local),
+                    "SLURM_NTASKS": str(nodes * per_node),
+                }
+            )
     return ranks
 
 
@@ -139,13 +146,19 @@ def _judge(reports: list[dict], base: str, title: str) -> None:
     judged first: ranks that do not wait for each other unpack over each other's files, and
     the missing lock, not the half-written file or the clash it caused, is what to tell."""
     nodes = sorted({r["node"] for r in reports})
-    readers = {node: [r["who"] for r in reports if r["node"] == node and r.get("read_archive")]
-               for node in nodes}  # fmt: skip
+    readers = {
+        node: [r["who"] for r in reports if r["node"] == node and r.get("read_archive")]
+        for node in nodes
+    }
 
     def one_reader(node):
-        expect(len(readers[node]) == 1, f"one rank of {node} reading the archive",
-               f"{len(readers[node])} {readers[node]}: the first rank unpacks while the others "
-               "wait for it (a lock), then they use its copy", title)  # fmt: skip
+        expect(
+            len(readers[node]) == 1,
+            f"one rank of {node} reading the archive",
+            f"{len(readers[node])} {readers[node]}: the first rank unpacks while the others "
+            "wait for it (a lock), then they use its copy",
+            title,
+        )
 
     for node in nodes:
         if len(readers[node]) > 1:
@@ -162,18 +175,28 @@ def _judge(reports: list[dict], base: str, title: str) -> None:
     for node in nodes:
         one_reader(node)
     for r in reports:
-        expect(r["whole"] == r["expected"],
-               f"all {r['expected']} files of the archive, whole, when stage_dataset returned",
-               f"{r['whole']}: a rank must wait until the copy is complete",
-               f"{title}, {r['who']}")  # fmt: skip
+        expect(
+            r["whole"] == r["expected"],
+            f"all {r['expected']} files of the archive, whole, when stage_dataset returned",
+            f"{r['whole']}: a rank must wait until the copy is complete",
+            f"{title}, {r['who']}",
+        )
     folders = {}
     for node in nodes:
         mine = [r for r in reports if r["node"] == node]
-        expect(len({r["path"] for r in mine}) == 1, f"one folder for all ranks of {node}",
-               sorted({r["path"] for r in mine}), title)  # fmt: skip
+        expect(
+            len({r["path"] for r in mine}) == 1,
+            f"one folder for all ranks of {node}",
+            sorted({r["path"] for r in mine}),
+            title,
+        )
         folders[node] = mine[0]["path"]
-    expect(len(set(folders.values())) == len(folders), "a folder of its own for each node",
-           folders, title)  # fmt: skip
+    expect(
+        len(set(folders.values())) == len(folders),
+        "a folder of its own for each node",
+        folders,
+        title,
+    )
 
 
 def _cleanup(paths: list[str], job: str, keep: Path) -> None:
@@ -196,17 +219,25 @@ def check_stage_dataset(stage_dataset):
     with tempfile.TemporaryDirectory(prefix="course-10.1-") as tmp:
         tmp = Path(tmp)
         answer, archive = _source_module(stage_dataset, "stage_dataset", tmp), _small_archive(tmp)
-        scratch = {"SLURM_TMPDIR": f"{tmp}/cn{{node}}/localscratch",
-                   "TMPDIR": f"{tmp}/cn{{node}}/tmp"}  # fmt: skip
+        scratch = {
+            "SLURM_TMPDIR": f"{tmp}/cn{{node}}/localscratch",
+            "TMPDIR": f"{tmp}/cn{{node}}/tmp",
+        }
         only_tmpdir = {"TMPDIR": f"{tmp}/t"}
         cases = [
-            ("2 nodes x 2 ranks, SLURM_TMPDIR set", _ranks(2, 2, scratch, job),
-             f"{tmp}/cn{{node}}/localscratch"),
+            (
+                "2 nodes x 2 ranks, SLURM_TMPDIR set",
+                _ranks(2, 2, scratch, job),
+                f"{tmp}/cn{{node}}/localscratch",
+            ),
             ("1 node x 2 ranks, only TMPDIR set", _ranks(1, 2, only_tmpdir, job + "t"), f"{tmp}/t"),
-            ("the same node and TMPDIR, the next job", _ranks(1, 2, only_tmpdir, job + "u"),
-             f"{tmp}/t"),
+            (
+                "the same node and TMPDIR, the next job",
+                _ranks(1, 2, only_tmpdir, job + "u"),
+                f"{tmp}/t",
+            ),
             ("1 rank, neither variable set", _ranks(1, 1, {}, job + "n"), "/tmp"),
-        ]  # fmt: skip
+        ]
         made: list[str] = []
         try:
             for title, ranks, base in cases:
@@ -224,7 +255,7 @@ def check_stage_dataset(stage_dataset):
 # ---- 10.2 the scaling job's batch script -----------------------------------------------------
 
 
-def _ended(run: lab.Run) -> str:
+def _ended(run: cluster.Run) -> str:
     if run.returncode is None:
         return "its time limit"
     return processes.exit_description(run.returncode)
@@ -232,7 +263,7 @@ def _ended(run: lab.Run) -> str:
 
 def _data(folder: Path) -> Path:
     data = folder / "data"
-    lab_data.write_dataset(data)
+    small_files.write_dataset(data)
     return data
 
 
@@ -240,30 +271,35 @@ def _data(folder: Path) -> Path:
 def check_scaling_script(scaling_script, folder="runs/10"):
     text = call_answer(scaling_script)
     expect(isinstance(text, str), "the script as a str", type(text).__name__)
-    problems = lab_scripts.scaling_script_problems(text)
+    problems = scripts.scaling_script_problems(text)
     if problems:
         raise CheckFailed(f"expected {problems[0]}")
     folder = Path(folder)
     records = folder / "check-records"
     shutil.rmtree(records, ignore_errors=True)  # only this run's record counts
-    launcher = lab.find_launcher()
-    run = lab.run_script(text, CHECK_SHAPE, launcher, _data(folder), records, folder / "check")
+    launcher = cluster.find_launcher()
+    run = cluster.run_script(text, CHECK_SHAPE, launcher, _data(folder), records, folder / "check")
     if not run.ok:
         raise CheckFailed(
             f"your script at 1 node x 1 task ended with {_ended(run)} {where(launcher)}; its "
             f"last lines:\n{run.tail()}"
         )
     try:
-        found = lab_records.load(records, "check")
+        found = run_records.load(records, "check")
     except ValueError as e:
         raise CheckFailed(f"its record is not valid {where(launcher)}: {e}") from e
-    mine = [r for r in found if r["label"]["script"] == lab.digest(text)]
-    expect(len(mine) == 1, "one record from this script (its digest in the label)",
-           [r["label"]["script"] for r in found])  # fmt: skip
+    mine = [r for r in found if r["label"]["script"] == cluster.digest(text)]
+    expect(
+        len(mine) == 1,
+        "one record from this script (its digest in the label)",
+        [r["label"]["script"] for r in found],
+    )
     ranks = (mine[0]["configuration"]["nodes"], mine[0]["configuration"]["ranks"])
     expect(ranks == (1, 1), "1 node and 1 rank in the record", ranks)
-    return ("the header read as sbatch reads it, srun gets its CPUs and GPU binding, and it ran "
-            f"and wrote a valid record {where(launcher)}")  # fmt: skip
+    return (
+        "the header read as sbatch reads it, srun gets its CPUs and GPU binding, and it ran "
+        f"and wrote a valid record {where(launcher)}"
+    )
 
 
 # ---- 10.3 the transport ----------------------------------------------------------------------
@@ -280,10 +316,13 @@ def _transport_cases(folder: Path) -> list[tuple[str, str, str]]:
     if own.is_file():
         log = own.read_text()
         cases.append(("your own 2-node run's log", log, transport.diagnose(log)))
-    cluster = reference.load(lab.REFERENCE)
-    expect(cluster is not None, f"the CI cluster's records ({lab.REFERENCE}.json)",
-           "none (is the package installed whole?)")  # fmt: skip
-    log = cluster["logs"]["2x2"]
+    recorded = reference.load(cluster.REFERENCE)
+    expect(
+        recorded is not None,
+        f"the CI cluster's records ({cluster.REFERENCE}.json)",
+        "none (is the package installed whole?)",
+    )
+    log = recorded["logs"]["2x2"]
     cases.append(("the CI cluster's 2-node log", log, transport.diagnose(log)))
     cases += [(f"the constructed excerpt {name!r}", e.text, e.kind) for name, e in EXCERPTS.items()]
     return cases
@@ -302,9 +341,12 @@ def check_diagnose_transport(diagnose_transport, folder="runs/10"):
     if not cases[0][0].startswith("your own"):
         where_ = Path(folder) / "records" / "logs" / "2x2.log"
         return "named the transport in the logs the check brought; " + NOT_YET.format(
-            what="2-node log", where=where_)  # fmt: skip
-    return ("named the transport in your own 2-node run's log, the CI cluster's, and the "
-            "constructed NCCL excerpts")  # fmt: skip
+            what="2-node log", where=where_
+        )
+    return (
+        "named the transport in your own 2-node run's log, the CI cluster's, and the "
+        "constructed NCCL excerpts"
+    )
 
 
 # ---- 10.4 how many GPUs ----------------------------------------------------------------------
@@ -323,15 +365,18 @@ def _with_throughputs(records: list[dict], efficiencies: dict[str, float]) -> li
 
 def _decide_cases(folder: Path) -> list[tuple[str, list[dict], float]]:
     try:
-        own = lab_records.load(folder / "records", "scaling")
+        own = run_records.load(folder / "records", "scaling")
     except ValueError as e:
         raise CheckFailed(f"your records: {e}") from e
     if not any(r["configuration"]["ranks"] == 1 for r in own):
         own = []  # no study of yours (yet): the check's own sets only
-    cluster = reference.load(lab.REFERENCE)
-    expect(cluster is not None, f"the CI cluster's records ({lab.REFERENCE}.json)",
-           "none (is the package installed whole?)")  # fmt: skip
-    brought = cluster["records"]
+    recorded = reference.load(cluster.REFERENCE)
+    expect(
+        recorded is not None,
+        f"the CI cluster's records ({cluster.REFERENCE}.json)",
+        "none (is the package installed whole?)",
+    )
+    brought = recorded["records"]
     shapes = {
         "a cliff at 2 nodes": {"1x2": 0.95, "1x4": 0.85, "2x2": 0.4},
         "super-linear at 2 ranks": {"1x2": 1.1, "1x4": 0.7, "2x2": 0.75},
@@ -341,8 +386,10 @@ def _decide_cases(folder: Path) -> list[tuple[str, list[dict], float]]:
     cases = [("your own records", own, 0.8), ("your own records, threshold 0.5", own, 0.5)]
     cases = cases if own else []
     cases += [("the CI cluster's records", brought, 0.8)]
-    cases += [(f"records with {name}", _with_throughputs(brought, eff), 0.8)
-              for name, eff in shapes.items()]  # fmt: skip
+    cases += [
+        (f"records with {name}", _with_throughputs(brought, eff), 0.8)
+        for name, eff in shapes.items()
+    ]
     return cases
 
 
@@ -352,24 +399,43 @@ def check_decide(decide, folder="runs/10"):
     for what, records, threshold in cases:
         rows = scaling.scaling_rows(records)
         got = call_answer(decide, copy.deepcopy(records), threshold)
-        expect(isinstance(got, tuple) and len(got) == 2, "a tuple (efficiencies, ranks)",
-               repr(got), what)  # fmt: skip
+        expect(
+            isinstance(got, tuple) and len(got) == 2,
+            "a tuple (efficiencies, ranks)",
+            repr(got),
+            what,
+        )
         efficiencies, ranks = got
         want = {row.name: row.efficiency for row in rows}
-        expect(isinstance(efficiencies, dict) and set(efficiencies) == set(want),
-               f"an efficiency for each run {sorted(want)}", repr(efficiencies), what)  # fmt: skip
+        expect(
+            isinstance(efficiencies, dict) and set(efficiencies) == set(want),
+            f"an efficiency for each run {sorted(want)}",
+            repr(efficiencies),
+            what,
+        )
         for name, value in want.items():
             ok = isinstance(efficiencies[name], (int, float)) and math.isclose(
-                efficiencies[name], value, rel_tol=1e-6)  # fmt: skip
-            expect(ok, f"{value:.4f} for {name} (speed-up over 1 rank / ranks)",
-                   efficiencies[name], what)  # fmt: skip
+                efficiencies[name], value, rel_tol=1e-6
+            )
+            expect(
+                ok,
+                f"{value:.4f} for {name} (speed-up over 1 rank / ranks)",
+                efficiencies[name],
+                what,
+            )
         best = scaling.ranks_to_ask(rows, threshold).ranks
-        expect(ranks == best, f"{best} ranks (the most whose efficiency is at least "
-               f"{threshold:.0%})", ranks, what)  # fmt: skip
+        expect(
+            ranks == best,
+            f"{best} ranks (the most whose efficiency is at least {threshold:.0%})",
+            ranks,
+            what,
+        )
     if not cases[0][0].startswith("your own"):
         return (
             "efficiencies and the rank count agree with the rule on the sets the check "
             "brought; " + NOT_YET.format(what="scaling records", where=Path(folder) / "records")
         )
-    return ("efficiencies and the rank count agree with the rule on your own records and on "
-            "every set the check brought")  # fmt: skip
+    return (
+        "efficiencies and the rank count agree with the rule on your own records and on "
+        "every set the check brought"
+    )

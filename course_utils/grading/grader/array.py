@@ -29,10 +29,17 @@ SCRIPT = "slurm/grade_array.sh"  # the batch script each task runs (paths.course
 POLL = 2.0  # seconds between two looks at squeue
 # sbatch options the command sets itself: an instructor's own would break the array's wiring.
 OWN_OPTIONS = {
-    "-a": "--array", "--array": "--array", "-o": "--output", "--output": "--output",
-    "-e": "--error", "--error": "--error", "-W": "--wait", "--wait": "--wait",
-    "--parsable": "--parsable", "--wrap": "--wrap",
-}  # fmt: skip
+    "-a": "--array",
+    "--array": "--array",
+    "-o": "--output",
+    "--output": "--output",
+    "-e": "--error",
+    "--error": "--error",
+    "-W": "--wait",
+    "--wait": "--wait",
+    "--parsable": "--parsable",
+    "--wrap": "--wrap",
+}
 STATUS, OUTPUT = "task-{}.json", "task-{}.out"  # per task, in the run's folder
 
 
@@ -70,10 +77,15 @@ def sbatch_command(script: Path, run_dir: Path, tasks: int, options: list[str]) 
     """The sbatch command line of the array: ours first, the instructor's `options` after (they
     override the script's #SBATCH lines, and ours where sbatch lets them)."""
     return [
-        "sbatch", "--parsable", f"--array=0-{tasks - 1}", "--job-name=course-grade",
-        f"--output={run_dir / OUTPUT.format('%a')}", *options,
-        str(script), str(run_dir / "manifest.json"),
-    ]  # fmt: skip
+        "sbatch",
+        "--parsable",
+        f"--array=0-{tasks - 1}",
+        "--job-name=course-grade",
+        f"--output={run_dir / OUTPUT.format('%a')}",
+        *options,
+        str(script),
+        str(run_dir / "manifest.json"),
+    ]
 
 
 def new_run_dir(out: Path) -> Path:
@@ -95,13 +107,18 @@ def manifest(out: Path, seed: int, options: dict, hidden: list[Path], shares, ke
         "hidden": [str(Path(p).resolve()) for p in hidden],
         "tasks": [
             [
-                {"learner": s.learner, "lesson": s.lesson, "path": str(s.path.resolve()),
-                 "source": str(s.path), "key": keys[s]}
+                {
+                    "learner": s.learner,
+                    "lesson": s.lesson,
+                    "path": str(s.path.resolve()),
+                    "source": str(s.path),
+                    "key": keys[s],
+                }
                 for s in share
             ]
             for share in shares
         ],
-    }  # fmt: skip
+    }
 
 
 def submit(command: list[str]) -> str:
@@ -213,10 +230,14 @@ def outcomes(run_dir: Path, tasks: int, records: dict[int, dict]) -> list[TaskOu
     """How each task of the array ended, from what it left in `run_dir` and Slurm's `records`
     (`wait`'s)."""
     return [
-        task_outcome(index, read_status(run_dir, index), records.get(index),
-                     _tail(run_dir / OUTPUT.format(index)))
+        task_outcome(
+            index,
+            read_status(run_dir, index),
+            records.get(index),
+            _tail(run_dir / OUTPUT.format(index)),
+        )
         for index in range(tasks)
-    ]  # fmt: skip
+    ]
 
 
 def read_status(run_dir: Path, index: int) -> dict | None:

@@ -164,9 +164,14 @@ def _grade_here(args, ready: Prepared) -> int:
     start = time.perf_counter()
     with sigterm_as_interrupt():
         grades = grade_all(
-            ready.subs, ready.lessons, ready.limits, jobs, SANITIZE_FILE, out / "logs",
+            ready.subs,
+            ready.lessons,
+            ready.limits,
+            jobs,
+            SANITIZE_FILE,
+            out / "logs",
             seed=seed,
-        )  # fmt: skip
+        )
     finish(args, grades)
     print(
         f"graded {len(grades)} submissions in {time.perf_counter() - start:.1f} s (-j {jobs}); "

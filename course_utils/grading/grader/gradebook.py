@@ -86,8 +86,17 @@ def gradebook_csv(grades: list[SubmissionGrade]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     header = [
-        "learner", "lesson", *ids, "total", "max", "status", "reason", "flags", "sandbox", "seed",
-    ]  # fmt: skip
+        "learner",
+        "lesson",
+        *ids,
+        "total",
+        "max",
+        "status",
+        "reason",
+        "flags",
+        "sandbox",
+        "seed",
+    ]
     writer.writerow(header)
     for g in sorted(grades, key=lambda g: (g.lesson, g.learner)):
         points = {e.exercise_id: e.points for e in g.exercises}

@@ -30,8 +30,17 @@ from course_utils.grading.grader.shards import lesson_costs, shard, task_count
 from course_utils.paths import PACKAGE_DIR, course_file, repo_dir
 
 # `course grade` options a task needs to grade as the command would (limits_from_args reads them)
-TASK_OPTIONS = ("timeout", "cell_timeout", "jobs", "no_sandbox", "max_procs", "max_memory",
-                "max_file_size", "max_disk", "cpu_time")  # fmt: skip
+TASK_OPTIONS = (
+    "timeout",
+    "cell_timeout",
+    "jobs",
+    "no_sandbox",
+    "max_procs",
+    "max_memory",
+    "max_file_size",
+    "max_disk",
+    "cpu_time",
+)
 
 
 def task_options(args) -> dict:
@@ -67,8 +76,11 @@ def grade_on_cluster(args, ready: Prepared) -> int:
     out, store = Path(args.out), Store(Path(args.out))
     seed = choose_seed(args.seed, store.seed())
     if store.seed() not in (None, seed):
-        print(f"held-out seed {seed}, not {store.seed()} as before: every submission is graded "
-              "again (the earlier results stay in results/)", file=sys.stderr)  # fmt: skip
+        print(
+            f"held-out seed {seed}, not {store.seed()} as before: every submission is graded "
+            "again (the earlier results stay in results/)",
+            file=sys.stderr,
+        )
     options = task_options(args)
     keys = result_keys(ready, seed, options)
     graded = store.graded(keys.values())
@@ -89,15 +101,19 @@ def grade_on_cluster(args, ready: Prepared) -> int:
         except RuntimeError as e:
             print(f"course grade: {e}", file=sys.stderr)
             return 2
-        print(f"job array {job}: {tasks} tasks grade {len(todo)} submissions ({kept} kept from "
-              f"earlier runs); task output in {run_dir}/; Ctrl-C cancels the job, and what it "
-              "graded is kept")  # fmt: skip
+        print(
+            f"job array {job}: {tasks} tasks grade {len(todo)} submissions ({kept} kept from "
+            f"earlier runs); task output in {run_dir}/; Ctrl-C cancels the job, and what it "
+            "graded is kept"
+        )
         try:
             records = _wait(job, store, [keys[s] for s in todo])
         except KeyboardInterrupt:
             processes.run(["scancel", job], timeout=60)
-            print(f"cancelled job {job}; run the same command again to grade the rest",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"cancelled job {job}; run the same command again to grade the rest",
+                file=sys.stderr,
+            )
             return 130
         outcomes = array.outcomes(run_dir, tasks, records)
     else:
@@ -128,10 +144,15 @@ def _merge(args, ready: Prepared, store: Store, keys, run, start: float, seed: i
         if not outcome.ok:
             print(array.describe_missing(outcome, share, store, keys), file=sys.stderr)
     if job:
-        print(f"graded {len(todo) - missing} submissions in {time.perf_counter() - start:.1f} s "
-              f"with {len(shares)} tasks of job {job}, {kept} kept from earlier runs; held-out "
-              f"seed {seed}")  # fmt: skip
+        print(
+            f"graded {len(todo) - missing} submissions in {time.perf_counter() - start:.1f} s "
+            f"with {len(shares)} tasks of job {job}, {kept} kept from earlier runs; held-out "
+            f"seed {seed}"
+        )
     if missing:
-        print(f"{missing} submissions have no result yet: run the same command again to grade "
-              "only them", file=sys.stderr)  # fmt: skip
+        print(
+            f"{missing} submissions have no result yet: run the same command again to grade "
+            "only them",
+            file=sys.stderr,
+        )
     return 1 if missing or any(g.status == ERROR for g in grades) else 0

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.grading.release import course_meta, release_notebook
+from course_utils.tooling.release import course_meta, release_notebook
 
 # Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
 FRESH_CHECK = "from course_utils.grading import check  # added by course grade"

@@ -79,10 +79,16 @@ def run_task(manifest_path: Path, index: int) -> int:
     try:
         with sigterm_as_interrupt():
             grades = grade_all(
-                subs, lessons, limits, options.jobs, _sanitize(), Path(data["out"]) / "logs",
-                progress=False, seed=data["seed"],
+                subs,
+                lessons,
+                limits,
+                options.jobs,
+                _sanitize(),
+                Path(data["out"]) / "logs",
+                progress=False,
+                seed=data["seed"],
                 on_grade=keep,
-            )  # fmt: skip
+            )
     except KeyboardInterrupt as e:
         say("interrupted", reason=f"stopped by {e or 'an interrupt'} (scancel, or the time limit)")
         return 143

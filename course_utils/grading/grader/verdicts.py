@@ -74,18 +74,24 @@ def with_held_out(grade: ExerciseGrade, cases: int, line: dict | None) -> Exerci
     passed = line.get("passed") if line else None
     if not line or line.get("cases") != cases or not isinstance(passed, int):
         return replace(
-            grade, verdict=FAILED, held_out=cases, held_out_passed=0,
+            grade,
+            verdict=FAILED,
+            held_out=cases,
+            held_out_passed=0,
             message=f"the visible cases passed, but the {cases} held-out cases reported no "
             "result (the check cell must run to its end, unchanged)",
-        )  # fmt: skip
+        )
     passed = max(0, min(passed, cases))
     if passed < cases:
         return replace(
-            grade, verdict=FAILED, held_out=cases, held_out_passed=passed,
+            grade,
+            verdict=FAILED,
+            held_out=cases,
+            held_out_passed=passed,
             message=f"the visible cases passed, but {cases - passed} of {cases} held-out cases "
             "failed: compute the result from the inputs (an answer fitted to the visible "
             "cases fails other inputs)",
-        )  # fmt: skip
+        )
     return replace(grade, held_out=cases, held_out_passed=cases)
 
 

@@ -41,12 +41,28 @@ def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) ->
     sees them."""
     plugins = [arg for name in PLUGINS for arg in ("-p", name)]
     return [
-        sys.executable, "-m", "pytest", *plugins, "-p", "no:cacheprovider",
-        "-c", ini, "--rootdir", os.path.dirname(notebook), "-o", "addopts=",
-        "-q", "--tb=line", "--color=no",
-        "--nbval", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout:g}",
-        "--course-record", record, notebook,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        *plugins,
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        ini,
+        "--rootdir",
+        os.path.dirname(notebook),
+        "-o",
+        "addopts=",
+        "-q",
+        "--tb=line",
+        "--color=no",
+        "--nbval",
+        "--nbval-current-env",
+        f"--nbval-cell-timeout={cell_timeout:g}",
+        "--course-record",
+        record,
+        notebook,
+    ]
 
 
 def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str, variables: dict):

@@ -6,8 +6,10 @@ on the H100 a crashing AOTInductor loader hung a whole run. With this plugin nbv
 one-second slices and, once the kernel process is gone, fails the cell with its exit status;
 the cells after it fail with nbval's "Kernel dead on test start".
 
-Loaded with `-p course_utils.grading.runner.kernel_watch` by `make test`, `make test-gpu` and every
-run of the runner (nbval_runner.py).
+Every pytest run in the repository loads it (the root conftest.py's `pytest_plugins`), so an
+instructor's plain `pytest --nbval-lax notebooks/` has it too; a run outside the repository loads
+it with `-p course_utils.grading.runner.kernel_watch`, as the runner (commands.py) and `make
+test-gpu` do.
 """
 
 from __future__ import annotations

@@ -97,18 +97,21 @@ def bwrap_command(layout: Layout, command: list[str], bwrap: str = "bwrap") -> l
     argv = [
         bwrap,
         "--unshare-user",
-        "--uid", str(SANDBOX_UID),
-        "--gid", str(SANDBOX_UID),
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
         "--unshare-pid",
         "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
-        "--hostname", HOSTNAME,
+        "--hostname",
+        HOSTNAME,
         "--unshare-cgroup-try",
         "--die-with-parent",  # nothing outlives the grader, even when it is killed
         "--new-session",  # no TIOCSTI into the grader's terminal, no signals to its group
         "--clearenv",  # the instructor's tokens and settings stay outside
-    ]  # fmt: skip
+    ]
     # /dev is a fresh, small tmpfs: made read-only, but for its own sized /dev/shm.
     argv += ["--dev", "/dev", "--remount-ro", "/dev"]
     argv += ["--size", str(layout.max_disk), "--tmpfs", "/dev/shm", "--proc", "/proc"]

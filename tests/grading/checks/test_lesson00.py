@@ -2,7 +2,7 @@
 
 import pytest
 
-from course_utils import doctor
+from course_utils.doctor import gpu
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson00
 
@@ -105,8 +105,8 @@ def test_pairing():
 def pick_build(driver, capability, builds):
     version = tuple(int(p) for p in driver.split("."))
     for build in builds:
-        need = doctor.MIN_DRIVER[int(build["cuda"].split(".")[0])]
-        if version >= need and doctor.arch_supported(capability, build["arch_list"]):
+        need = gpu.MIN_DRIVER[int(build["cuda"].split(".")[0])]
+        if version >= need and gpu.arch_supported(capability, build["arch_list"]):
             return build["tag"]
     return None
 
@@ -118,7 +118,7 @@ def test_pick_build():
 def test_pick_build_that_ignores_the_driver_fails():
     def arch_only(driver, capability, builds):
         return next(
-            (b["tag"] for b in builds if doctor.arch_supported(capability, b["arch_list"])), None
+            (b["tag"] for b in builds if gpu.arch_supported(capability, b["arch_list"])), None
         )
 
     assert run_check("00.3", arch_only).message == (
@@ -132,7 +132,7 @@ def test_pick_build_with_exact_architectures_fails():
         arch = f"sm_{capability[0]}{capability[1]}"
         version = tuple(int(p) for p in driver.split("."))
         for b in builds:
-            if version >= doctor.MIN_DRIVER[int(b["cuda"][:2])] and arch in b["arch_list"]:
+            if version >= gpu.MIN_DRIVER[int(b["cuda"][:2])] and arch in b["arch_list"]:
                 return b["tag"]
         return None
 
@@ -204,11 +204,15 @@ def test_import_cost_stub_and_missing_file(tmp_path, monkeypatch):
 def test_00_2_held_out_cases_fail_a_table_of_the_visible_answers(held_out_catches):
     import re
 
-    from course_utils.doctor_versions import torchvision_pairs
+    from course_utils.doctor.versions import torchvision_pairs
 
-    visible = {("2.14.1", "0.29.1"): True, ("2.11.0+cu130", "0.26.0+cu130"): True,
-               ("2.6.0", "0.21.0"): True, ("2.14.1", "0.24.1"): False,
-               ("2.9.1", "0.29.1"): False}  # fmt: skip
+    visible = {
+        ("2.14.1", "0.29.1"): True,
+        ("2.11.0+cu130", "0.26.0+cu130"): True,
+        ("2.6.0", "0.21.0"): True,
+        ("2.14.1", "0.24.1"): False,
+        ("2.9.1", "0.29.1"): False,
+    }
 
     def table(torch_version, torchvision_version):  # right on every visible pair, and only there
         return visible.get((torch_version, torchvision_version), False)

@@ -204,11 +204,14 @@ def test_bundle_header_names_the_wrong_request():
 def test_02_4_held_out_cases_fail_the_four_visible_answers_typed_in(held_out_catches):
     from course_utils.grading.checks.lesson02 import DECISIONS
 
-    visible = {(images, wait): gpu_or_cpu(images, cpu, gpu, wait)
-               for images, cpu, gpu, wait, _ in DECISIONS}  # fmt: skip
+    visible = {
+        (images, wait): gpu_or_cpu(images, cpu, gpu, wait)
+        for images, cpu, gpu, wait, _ in DECISIONS
+    }
 
     def typed_in(images, cpu, gpu, extra_wait_s):
-        return visible.get((images, extra_wait_s), {"ask_for": "cpu", "core_hours": 1.0,
-                                                     "gpu_hours": 1.0})  # fmt: skip
+        return visible.get(
+            (images, extra_wait_s), {"ask_for": "cpu", "core_hours": 1.0, "gpu_hours": 1.0}
+        )
 
     assert "gpu_or_cpu(" in held_out_catches("02.4", gpu_or_cpu, typed_in)

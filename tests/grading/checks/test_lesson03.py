@@ -304,12 +304,15 @@ def test_reference_answers_on_a_real_gpu():
 def test_03_3_held_out_cases_fail_the_visible_figures_typed_in(held_out_catches):
     from course_utils.grading.checks.lesson03 import _LOOPS, _measure
 
-    visible = {(len(sizes), warmup): _measure(timing.images_per_second, settings, sizes, warmup)[0]
-               for _, settings, sizes, warmup in _LOOPS}  # fmt: skip
+    visible = {
+        (len(sizes), warmup): _measure(timing.images_per_second, settings, sizes, warmup)[0]
+        for _, settings, sizes, warmup in _LOOPS
+    }
 
     def typed_in(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
         return visible.get((len(batches), warmup), 1000.0)  # runs nothing at all
 
     failure = held_out_catches("03.3", images_per_second, typed_in)
-    assert re.match(r"batches of \[[\d, ]+\], warmup=\d \(simulated\): expected [\d,.]+ images/s",
-                    failure), failure  # fmt: skip
+    assert re.match(
+        r"batches of \[[\d, ]+\], warmup=\d \(simulated\): expected [\d,.]+ images/s", failure
+    ), failure

@@ -7,16 +7,16 @@ import re
 
 import pytest
 
-from course_utils import doctor
+from course_utils.doctor import gpu
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
 
 
 def diagnose(capability, archs, built_with, driver):
     """The reference answer, with the doctor's architecture rule (`course doctor` uses it):
     cubins first, then PTX, whose ISA version the driver must know (the CUDA that made it)."""
-    if doctor.arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
+    if gpu.arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
         return "runs"
-    if doctor.arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
+    if gpu.arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
         return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
     return "rebuild for the GPU"
 
@@ -46,9 +46,7 @@ def test_diagnose_that_forgets_the_ptx_isa_fails_with_the_case():
 def test_deploy_must_return_what_the_cpp_program_computed():
     python_only = run_check("07.1", lambda model, x, folder: model(x))
     assert python_only.verdict == FAILED
-    assert python_only.message == (
-        "expected the C++ program's result (export.run_model), got Tensor"
-    )
+    assert python_only.message == ("expected the C++ program's result (cpp.run_model), got Tensor")
 
 
 def test_own_program_must_be_a_built_file(tmp_path):

@@ -2,7 +2,7 @@
 
 import time
 
-from course_utils import profiling, speed
+from course_utils import profiling, throughput
 from course_utils.grading import run_check
 
 
@@ -11,7 +11,7 @@ def _stub(*args):
 
 
 def test_time_loader():
-    assert run_check("08.1", speed.time_loader).passed
+    assert run_check("08.1", throughput.time_loader).passed
 
     def fixed_batch_size(loader, batches):  # assumes every batch is full
         start = time.perf_counter()
@@ -24,7 +24,7 @@ def test_time_loader():
     assert wrong.verdict == "failed" and "about 275 images/s" in wrong.message
 
     def whole_epoch(loader, batches):
-        return speed.time_loader(loader, len(loader))
+        return throughput.time_loader(loader, len(loader))
 
     assert run_check("08.1", whole_epoch).message == (
         "expected exactly 4 batches taken from the loader, got 6"
@@ -56,8 +56,9 @@ def test_bottleneck():
 
 
 def _name_the_bottleneck(model, loader, optimizer, trace_path):
-    profiling.profile_call(speed.documentation_loop, model, loader, optimizer, steps=4,
-                           trace_path=trace_path)  # fmt: skip
+    profiling.profile_call(
+        profiling.documentation_loop, model, loader, optimizer, steps=4, trace_path=trace_path
+    )
     share = profiling.loading_share(profiling.read_trace(trace_path))
     return "loader" if share > 0.5 else "compute"
 
@@ -83,8 +84,9 @@ def test_name_the_bottleneck_reads_the_learners_own_trace():
 
     def batch_outside_the_profile(model, loader, optimizer, trace_path):
         batches = [next(iter(loader))]  # fetched before profiling: loading never shows
-        profiling.profile_call(speed.documentation_loop, model, batches, optimizer,
-                               trace_path=trace_path)  # fmt: skip
+        profiling.profile_call(
+            profiling.documentation_loop, model, batches, optimizer, trace_path=trace_path
+        )
         return "compute"
 
     outside = run_check("08.3", batch_outside_the_profile).message

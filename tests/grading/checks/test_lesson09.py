@@ -152,5 +152,8 @@ def test_09_4_held_out_cases_fail_chunks_even_only_on_the_visible_sizes(held_out
             (nn.functional.mse_loss(model(xs), ys) / len(chunks)).backward()
 
     failure = held_out_catches("09.4", accumulate_gradients, equal_weights)
-    assert re.fullmatch(r"\d+ rows in \d micro-batches: expected the big batch's gradients, "
-                        r"got a relative difference of .*", failure), failure  # fmt: skip
+    assert re.fullmatch(
+        r"\d+ rows in \d micro-batches: expected the big batch's gradients, "
+        r"got a relative difference of .*",
+        failure,
+    ), failure

@@ -10,10 +10,10 @@ import shutil
 import pytest
 from lab_fixtures import record, study
 
-from course_utils import lab, lab_records, transport
 from course_utils.grading import NOT_ATTEMPTED, run_check
 from course_utils.grading.checks import lesson10
-from course_utils.nccl_excerpts import EXCERPTS
+from course_utils.lab import cluster, run_records, transport
+from course_utils.lab.nccl_excerpts import EXCERPTS
 
 
 def stub(*args):
@@ -42,11 +42,12 @@ def runs(tmp_path):
     """A notebook's runs/10 with its own 2-node log (gloo over loopback) and scaling records."""
     logs = tmp_path / "records" / "logs"
     logs.mkdir(parents=True)
-    gloo = transport.GLOO_LINE.format(rank=0, peer=2, interface="lo", local="127.0.0.1:1",
-                                      remote="127.0.0.1:2")  # fmt: skip
+    gloo = transport.GLOO_LINE.format(
+        rank=0, peer=2, interface="lo", local="127.0.0.1:1", remote="127.0.0.1:2"
+    )
     (logs / "2x2.log").write_text(f"rank 0/4 joined\n{gloo}\n")
     for r in study({"1x2": 0.9, "1x4": 0.7, "2x2": 0.6}):
-        lab_records.save(r, tmp_path / "records")
+        run_records.save(r, tmp_path / "records")
     return tmp_path
 
 
@@ -91,8 +92,11 @@ def test_10_3_and_10_4_without_runs_of_ones_own_say_so(tmp_path):
 def decide(records, threshold):
     base = next(r["throughput"] for r in records if r["configuration"]["ranks"] == 1)
     eff = {r["name"]: r["throughput"] / base / r["configuration"]["ranks"] for r in records}
-    ranks = max(r["configuration"]["ranks"] for r in records
-                if r["configuration"]["ranks"] == 1 or eff[r["name"]] >= threshold)  # fmt: skip
+    ranks = max(
+        r["configuration"]["ranks"]
+        for r in records
+        if r["configuration"]["ranks"] == 1 or eff[r["name"]] >= threshold
+    )
     return eff, ranks
 
 
@@ -130,7 +134,7 @@ def test_10_4_the_rule_takes_the_most_efficient_enough_ranks(runs):
 
 # ---- 10.2 ------------------------------------------------------------------------------------
 
-SCRIPT = (lab.SCRIPTS["scaling"]).read_text()
+SCRIPT = (cluster.SCRIPTS["scaling"]).read_text()
 
 
 def script(text=SCRIPT):
@@ -140,28 +144,49 @@ def script(text=SCRIPT):
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ("#SBATCH --cpus-per-task=4", "#SBATCH --cpus-per-task=2",
-         "expected --cpus-per-task=4 (a GPU's bundle), got 2"),
-        ("#SBATCH --time=00:10:00", "#SBATCH --time=02:00:00",
-         "expected a --time of at most 15 minutes, got 02:00:00"),
-        ("#SBATCH --output=%x-%j.out", "#SBATCH --output=scaling.out",
-         "expected an --output with %j (each job of the set its own log), got scaling.out"),
-        ("#SBATCH --gpus-per-task=1\n", "",
-         "expected --gpus-per-task=1 in the header, got None"),
-        ("#SBATCH --ntasks=1", "#SBATCH --ntasks=4",
-         "expected --nodes=1 and --ntasks=1 (the set's sbatch options give the other sizes), "
-         "got 1 node(s) and 4 task(s)"),
-        ('-c "$SLURM_CPUS_PER_TASK" ', "",
-         'expected srun given the CPUs per task (-c "$SLURM_CPUS_PER_TASK"), got'),
-        ("--gpu-bind=closest", "--gpu-bind=none",
-         "expected srun given --gpu-bind=closest on GPUs (not under COURSE_DEVICE=cpu), got none"),
-        ("-m course_utils.jobs.lab_train", "-m course_utils.jobs.ddp_train",
-         'expected srun starting python -m course_utils.jobs.lab_train "$@", got '
-         "course_utils.jobs.ddp_train"),
+        (
+            "#SBATCH --cpus-per-task=4",
+            "#SBATCH --cpus-per-task=2",
+            "expected --cpus-per-task=4 (a GPU's bundle), got 2",
+        ),
+        (
+            "#SBATCH --time=00:10:00",
+            "#SBATCH --time=02:00:00",
+            "expected a --time of at most 15 minutes, got 02:00:00",
+        ),
+        (
+            "#SBATCH --output=%x-%j.out",
+            "#SBATCH --output=scaling.out",
+            "expected an --output with %j (each job of the set its own log), got scaling.out",
+        ),
+        ("#SBATCH --gpus-per-task=1\n", "", "expected --gpus-per-task=1 in the header, got None"),
+        (
+            "#SBATCH --ntasks=1",
+            "#SBATCH --ntasks=4",
+            "expected --nodes=1 and --ntasks=1 (the set's sbatch options give the other sizes), "
+            "got 1 node(s) and 4 task(s)",
+        ),
+        (
+            '-c "$SLURM_CPUS_PER_TASK" ',
+            "",
+            'expected srun given the CPUs per task (-c "$SLURM_CPUS_PER_TASK"), got',
+        ),
+        (
+            "--gpu-bind=closest",
+            "--gpu-bind=none",
+            "expected srun given --gpu-bind=closest on GPUs (not under COURSE_DEVICE=cpu), "
+            "got none",
+        ),
+        (
+            "-m course_utils.jobs.lab_train",
+            "-m course_utils.jobs.ddp_train",
+            'expected srun starting python -m course_utils.jobs.lab_train "$@", got '
+            "course_utils.jobs.ddp_train",
+        ),
     ],
-)  # fmt: skip
+)
 def test_10_2_wrong_scripts_fail_before_anything_runs(monkeypatch, tmp_path, old, new, message):
-    monkeypatch.setattr(lab, "run_script", _no_run)
+    monkeypatch.setattr(cluster, "run_script", _no_run)
     assert old in SCRIPT
     result = run_check("10.2", script(SCRIPT.replace(old, new)), tmp_path)
     assert result.verdict == "failed" and result.message.startswith(message), result.message
@@ -172,19 +197,21 @@ def _no_run(*args, **kwargs):
 
 
 def _fake_run(writes: bool, code: int = 0):
-    """lab.run_script as if the script had run: a record with its digest (or none)."""
+    """cluster.run_script as if the script had run: a record with its digest (or none)."""
 
     def run(text, shape, launcher, data, records, folder, **kwargs):
         if writes:
-            lab_records.save(record("1x1", study="check", script=lab.digest(text)), records)
-        return lab.Run(shape.name, launcher.kind, code, "rank 0/1 joined\nthe last line\n", 1.0)
+            run_records.save(record("1x1", study="check", script=cluster.digest(text)), records)
+        return cluster.Run(shape.name, launcher.kind, code, "rank 0/1 joined\nthe last line\n", 1.0)
 
     return run
 
 
 def _local(monkeypatch, run):
-    monkeypatch.setattr(lab, "find_launcher", lambda: lab.Launcher("local", "no Slurm here"))
-    monkeypatch.setattr(lab, "run_script", run)
+    monkeypatch.setattr(
+        cluster, "find_launcher", lambda: cluster.Launcher("local", "no Slurm here")
+    )
+    monkeypatch.setattr(cluster, "run_script", run)
     monkeypatch.setattr(lesson10, "_data", lambda folder: folder / "data")
 
 
@@ -214,20 +241,34 @@ def test_10_2_fails_when_the_run_fails_or_writes_nothing(monkeypatch, tmp_path):
 
 
 def _report(node, rank, path, read, whole=3, expected=3):
-    return {"who": f"rank {rank} on {node}", "node": node, "path": path, "is_dir": True,
-            "whole": whole, "expected": expected, "read_archive": read}  # fmt: skip
+    return {
+        "who": f"rank {rank} on {node}",
+        "node": node,
+        "path": path,
+        "is_dir": True,
+        "whole": whole,
+        "expected": expected,
+        "read_archive": read,
+    }
 
 
 def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
     base = str(tmp_path / "cn{node}")
     one, two = str(tmp_path / "cn1" / "j" / "cn1"), str(tmp_path / "cn2" / "j" / "cn2")
-    good = [_report("cn1", 0, one, True), _report("cn1", 1, one, False),
-            _report("cn2", 2, two, False), _report("cn2", 3, two, True)]  # fmt: skip
+    good = [
+        _report("cn1", 0, one, True),
+        _report("cn1", 1, one, False),
+        _report("cn2", 2, two, False),
+        _report("cn2", 3, two, True),
+    ]
     lesson10._judge(good, base, "2 nodes")  # raises nothing
 
     both = [_report("cn1", 0, one, True), _report("cn1", 1, one, True)]
-    with pytest.raises(lesson10.CheckFailed, match=r"2 nodes: expected one rank of cn1 reading "
-                       r"the archive, got 2 \['rank 0 on cn1', 'rank 1 on cn1'\]"):  # fmt: skip
+    with pytest.raises(
+        lesson10.CheckFailed,
+        match=r"2 nodes: expected one rank of cn1 reading "
+        r"the archive, got 2 \['rank 0 on cn1', 'rank 1 on cn1'\]",
+    ):
         lesson10._judge(both, base, "2 nodes")
     early = [_report("cn1", 0, one, True), _report("cn1", 1, one, False, whole=1)]
     with pytest.raises(lesson10.CheckFailed, match="got 1: a rank must wait until the copy"):

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from course_utils.doctor_findings import OK, WARN, Finding
+from course_utils.doctor.findings import OK, WARN, Finding
 
 KERNEL_NAME = "course"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from course_utils.doctor_findings import INFO, Finding
+from course_utils.doctor.findings import INFO, Finding
 
 
 def rand_long() -> str | None:
@@ -48,9 +48,9 @@ def accelerator_name() -> str | None:
 
 def torchscript_warns() -> bool:
     """Whether this PyTorch deprecates TorchScript with a FutureWarning (2.6 does not)."""
-    from course_utils import interop
+    from course_utils import inter_op
 
-    _, note = interop.scripted_fork()
+    _, note = inter_op.scripted_fork()
     return bool(note)
 
 

@@ -23,8 +23,11 @@ CPUS = (
 
 def srun_lines(script: str) -> list[str]:
     """The lines of a batch script that start with srun (comments and blank lines aside)."""
-    return [line.strip() for line in script.splitlines()
-            if line.strip().startswith("srun ") or line.strip() == "srun"]  # fmt: skip
+    return [
+        line.strip()
+        for line in script.splitlines()
+        if line.strip().startswith("srun ") or line.strip() == "srun"
+    ]
 
 
 def _expand(word: str, args: list[str], variables: dict[str, str]) -> list[str]:
@@ -47,8 +50,11 @@ def srun_program(script: str, args: list[str], threads: int) -> tuple[str, list[
     if len(lines) != 1:
         raise ValueError(f"expected one srun line in the script, found {len(lines)}: {lines}")
     words = shlex.split(lines[0], comments=True)
-    starts = [i for i, w in enumerate(words) if w in ("python", "python3")
-              or w.endswith(("/python", "/python3"))]  # fmt: skip
+    starts = [
+        i
+        for i, w in enumerate(words)
+        if w in ("python", "python3") or w.endswith(("/python", "/python3"))
+    ]
     if not starts or words[starts[0] + 1 : starts[0] + 2] != ["-m"] or len(words) < starts[0] + 3:
         raise ValueError(
             f"the srun line {lines[0]!r} does not start `python -m MODULE ...`: the lab's "
@@ -68,18 +74,22 @@ def header_problems(text: str) -> list[str]:
         return [f"a header sbatch can read, got: {e}"]
     o, problems = r.options, []
     if (r.nodes, r.tasks) != (1, 1):
-        problems.append(f"--nodes=1 and --ntasks=1 (the set's sbatch options give the other "
-                        f"sizes), got {r.nodes} node(s) and {r.tasks} task(s)")  # fmt: skip
+        problems.append(
+            f"--nodes=1 and --ntasks=1 (the set's sbatch options give the other "
+            f"sizes), got {r.nodes} node(s) and {r.tasks} task(s)"
+        )
     if r.cpus_per_task != hpc.CPUS_PER_GPU:
-        problems.append(f"--cpus-per-task={hpc.CPUS_PER_GPU} (a GPU's bundle), got "
-                        f"{r.cpus_per_task}")  # fmt: skip
+        problems.append(
+            f"--cpus-per-task={hpc.CPUS_PER_GPU} (a GPU's bundle), got {r.cpus_per_task}"
+        )
     if o.get("--gpus-per-task") != "1":
         problems.append(f"--gpus-per-task=1 in the header, got {o.get('--gpus-per-task')}")
     if r.minutes is None or not 0 < r.minutes <= 15:
         problems.append(f"a --time of at most 15 minutes, got {o.get('--time')}")
     if "%j" not in o.get("--output", ""):
-        problems.append("an --output with %j (each job of the set its own log), got "
-                        f"{o.get('--output')}")  # fmt: skip
+        problems.append(
+            f"an --output with %j (each job of the set its own log), got {o.get('--output')}"
+        )
     return problems
 
 
@@ -96,8 +106,9 @@ def body_problems(text: str) -> list[str]:
     for flag in ("--gpus-per-task=1", "--gpu-bind=closest"):
         if flag not in body:
             problems.append(f"srun given {flag} on GPUs (not under COURSE_DEVICE=cpu), got none")
-    if not any(line.strip().startswith("source") and "config.sh" in line
-               for line in text.splitlines()):  # fmt: skip
+    if not any(
+        line.strip().startswith("source") and "config.sh" in line for line in text.splitlines()
+    ):
         problems.append("the site settings sourced from slurm/config.sh, got no such line")
     try:
         module, args = srun_program(text, ["ARGS"], 1)

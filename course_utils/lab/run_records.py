@@ -22,8 +22,16 @@ KIND, SCHEMA = "course-lab-run", 1
 STUDIES = ("scaling", "sweep", "check")
 ENERGY_SOURCES = ("nvml", "rapl", "not reported")
 LAUNCHERS = ("slurm", "local")
-CONFIGURATION = ("nodes", "ranks", "ranks_per_node", "threads_per_rank", "batch_per_rank",
-                 "steps", "lr", "device")  # fmt: skip
+CONFIGURATION = (
+    "nodes",
+    "ranks",
+    "ranks_per_node",
+    "threads_per_rank",
+    "batch_per_rank",
+    "steps",
+    "lr",
+    "device",
+)
 NUMBERS = ("throughput", "step_time", "communication_share")
 
 
@@ -37,8 +45,13 @@ def machine(environ: Mapping[str, str] | None = None, cpu: str | None = None) ->
     return socket.gethostname() + (f", {cpu}" if cpu else "")
 
 
-def label(launcher: str, environ: Mapping[str, str] | None = None, cpu: str | None = None,
-          torch_version: str = "", script: str | None = None) -> dict:  # fmt: skip
+def label(
+    launcher: str,
+    environ: Mapping[str, str] | None = None,
+    cpu: str | None = None,
+    torch_version: str = "",
+    script: str | None = None,
+) -> dict:
     """Who ran what: machine, launcher, date, the course's commit, PyTorch, the Slurm job (or
     none) and the digest of the batch script that started it (or none)."""
     environ = os.environ if environ is None else environ
@@ -46,10 +59,14 @@ def label(launcher: str, environ: Mapping[str, str] | None = None, cpu: str | No
     if environ.get("SLURM_ARRAY_JOB_ID"):
         job = f"{environ['SLURM_ARRAY_JOB_ID']}_{environ.get('SLURM_ARRAY_TASK_ID', '?')}"
     return {
-        "machine": machine(environ, cpu), "launcher": launcher,
-        "date": datetime.date.today().isoformat(), "commit": paths.commit(),
-        "torch": torch_version, "job": job, "script": script,
-    }  # fmt: skip
+        "machine": machine(environ, cpu),
+        "launcher": launcher,
+        "date": datetime.date.today().isoformat(),
+        "commit": paths.commit(),
+        "torch": torch_version,
+        "job": job,
+        "script": script,
+    }
 
 
 def _problems_of_configuration(record: dict) -> list[str]:
@@ -120,8 +137,12 @@ def validate(record) -> list[str]:
         problems.append(f"launcher {lab['launcher']!r} is not one of {LAUNCHERS}")
     if not record.get("backend"):
         problems.append("no 'backend'")
-    return (problems + _problems_of_configuration(record) + _problems_of_measures(record)
-            + _problems_of_staging(record))  # fmt: skip
+    return (
+        problems
+        + _problems_of_configuration(record)
+        + _problems_of_measures(record)
+        + _problems_of_staging(record)
+    )
 
 
 def record_path(folder: str | os.PathLike, study: str, name: str) -> Path:

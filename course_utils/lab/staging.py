@@ -95,10 +95,15 @@ class Staged:
 
     def as_dict(self) -> dict:
         return {
-            "path": str(self.path), "node": self.node, "base": str(self.base.path),
-            "base_from": self.base.source, "copied": self.copied, "seconds": self.seconds,
-            "files": self.files, "bytes": self.nbytes,
-        }  # fmt: skip
+            "path": str(self.path),
+            "node": self.node,
+            "base": str(self.base.path),
+            "base_from": self.base.source,
+            "copied": self.copied,
+            "seconds": self.seconds,
+            "files": self.files,
+            "bytes": self.nbytes,
+        }
 
 
 def _lock(path: Path, timeout: float):
@@ -133,8 +138,9 @@ def _count(folder: Path) -> tuple[int, int]:
     return len(sizes), sum(sizes)
 
 
-def stage(archive: str | os.PathLike, environ: Mapping[str, str] | None = None,
-          timeout: float = 300) -> Staged:  # fmt: skip
+def stage(
+    archive: str | os.PathLike, environ: Mapping[str, str] | None = None, timeout: float = 300
+) -> Staged:
     """Unpack `archive` into this node's stage folder once; every rank returns that folder.
 
     Every rank of the node calls it. The first to take the node's lock unpacks into a
@@ -159,8 +165,15 @@ def stage(archive: str | os.PathLike, environ: Mapping[str, str] | None = None,
             atomic_write_text(partial / MARKER, f"unpacked from {archive}\n")
             os.replace(partial, target)
     files, nbytes = _count(target)
-    return Staged(target, node_name(environ), local_base(environ), copied,
-                  time.perf_counter() - start, files, nbytes)  # fmt: skip
+    return Staged(
+        target,
+        node_name(environ),
+        local_base(environ),
+        copied,
+        time.perf_counter() - start,
+        files,
+        nbytes,
+    )
 
 
 def _lock_file(target: Path) -> Path:
@@ -249,8 +262,9 @@ def read_archive(archive: str | os.PathLike, repeats: int = 3, chunk: int = 4 <<
     return Reading(1, nbytes, _median_seconds(read, repeats))
 
 
-def staging_saving(shared_read: float, local_read: float, stage_seconds: float,
-                   reads: int) -> float:  # fmt: skip
+def staging_saving(
+    shared_read: float, local_read: float, stage_seconds: float, reads: int
+) -> float:
     """Seconds a node saves by staging: `reads` reads of the data set (epochs x ranks on the
     node) from local disk instead of the shared folder, minus the time the staging took.
     Negative when staging costs more than it saves."""

@@ -10,7 +10,7 @@ import sys
 import torch
 
 import course_utils
-from course_utils.doctor_findings import ERROR, OK, WARN, Finding
+from course_utils.doctor.findings import ERROR, OK, WARN, Finding
 
 # The oldest PyTorch the course supports (pyproject.toml: torch>=2.6; `make test-torch-min`).
 OLDEST_TORCH = (2, 6)
@@ -69,7 +69,7 @@ def pytorch_finding(version: str, tested: str | None = None, other_routes: int =
         f"{version} (the course is tested with {tested})",
         ERROR if too_old else WARN,
         why + f"pip install -r requirements.txt (torch=={tested}) or your centre's matching module",
-    )  # fmt: skip
+    )
 
 
 def python_finding() -> Finding:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from course_utils import processes
-from course_utils.doctor_findings import INFO, OK, WARN, Finding
+from course_utils.doctor.findings import INFO, OK, WARN, Finding
 from course_utils.ranks import LAUNCHER_VARS
 
 NOT_REPORTED = "not reported"
@@ -88,8 +88,11 @@ def job_gpus(environ: Mapping[str, str], fields: Mapping[str, str]) -> str:
 
 def job_memory(environ: Mapping[str, str], fields: Mapping[str, str]) -> str:
     """The job's memory limit, from its variables (MB), else from scontrol."""
-    for name, per in (("SLURM_MEM_PER_NODE", "node"), ("SLURM_MEM_PER_CPU", "CPU"),
-                      ("SLURM_MEM_PER_GPU", "GPU")):  # fmt: skip
+    for name, per in (
+        ("SLURM_MEM_PER_NODE", "node"),
+        ("SLURM_MEM_PER_CPU", "CPU"),
+        ("SLURM_MEM_PER_GPU", "GPU"),
+    ):
         if environ.get(name):
             return f"{environ[name]} MB per {per} ({name})"
     for name, per in (("MinMemoryNode", "node"), ("MinMemoryCPU", "CPU")):

@@ -135,8 +135,9 @@ def allreduce_results(log: str) -> list[AllReduce]:
     ]
 
 
-def gloo_lines(rank: int, connections, peers: dict, interfaces: dict,
-               store_port: int | None = None) -> list[str]:  # fmt: skip
+def gloo_lines(
+    rank: int, connections, peers: dict, interfaces: dict, store_port: int | None = None
+) -> list[str]:
     """`GLOO_LINE`s for this rank's gloo connections.
 
     connections: (local (ip, port), remote (ip, port)) of this process's TCP connections;
@@ -149,8 +150,15 @@ def gloo_lines(rank: int, connections, peers: dict, interfaces: dict,
         if peer is None or peer == rank or store_port in (local[1], remote[1]):
             continue
         interface = interfaces.get(_plain_ip(local[0]), "?")
-        lines.append(GLOO_LINE.format(rank=rank, peer=peer, interface=interface,
-                                      local=_address(local), remote=_address(remote)))  # fmt: skip
+        lines.append(
+            GLOO_LINE.format(
+                rank=rank,
+                peer=peer,
+                interface=interface,
+                local=_address(local),
+                remote=_address(remote),
+            )
+        )
     return sorted(lines)
 
 

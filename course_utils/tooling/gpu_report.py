@@ -1,6 +1,6 @@
 """`make test-gpu`: run everything that needs a GPU, one step at a time, and print one table.
 
-    python -m course_utils.grading.gpu_report [--steps benchmarks,references,gpu-tests,lessons]
+    python -m course_utils.tooling.gpu_report [--steps benchmarks,references,gpu-tests,lessons]
                                               [--lessons 05,02] [--budget SECONDS]
 
 Steps, each in its own process with a time limit, so one failure (or a dead kernel) does not
@@ -29,9 +29,19 @@ STEPS = ("benchmarks", "references", "gpu-tests", "lessons")
 LESSON_TIMEOUT = 900  # seconds for one notebook, kernel start included
 MIN_STEP_SECONDS = 60  # under --budget, a step is not started with less than this left
 NBVAL = [
-    "-m", "pytest", "-p", "course_utils.grading.runner.kernel_watch", "-p", "no:cacheprovider",
-    "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout=600", "-o", "addopts=-ra", "-q",
-]  # fmt: skip
+    "-m",
+    "pytest",
+    "-p",
+    "course_utils.grading.runner.kernel_watch",
+    "-p",
+    "no:cacheprovider",
+    "--nbval-lax",
+    "--nbval-current-env",
+    "--nbval-cell-timeout=600",
+    "-o",
+    "addopts=-ra",
+    "-q",
+]
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ def report(outcomes: list[Outcome]) -> str:
 
 
 def main(argv=None, runner=run_step, cuda_available=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m course_utils.grading.gpu_report")
+    p = argparse.ArgumentParser(prog="python -m course_utils.tooling.gpu_report")
     p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated from {STEPS}")
     p.add_argument("--lessons", default=None, help="e.g. 05,02: these lessons, in this order")
     p.add_argument(

@@ -1,9 +1,9 @@
 """For course authors: convert between solution notebooks and percent-format scripts, and execute.
 
 solutions/*.ipynb are the single source. To edit one comfortably as text:
-    python -m course_utils.grading.authoring to-py solutions/01_tensors.ipynb /tmp/01.py
+    python -m course_utils.tooling.authoring to-py solutions/01_tensors.ipynb /tmp/01.py
     ...edit /tmp/01.py...
-    python -m course_utils.grading.authoring build /tmp/01.py solutions/01_tensors.ipynb
+    python -m course_utils.tooling.authoring build /tmp/01.py solutions/01_tensors.ipynb
 (`build` executes it)
 then `course release`. A cell header carries metadata as key=JSON pairs, for example
     # %% tags=["nbval-ignore-output"]

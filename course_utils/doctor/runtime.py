@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from course_utils import hpc
-from course_utils.doctor_findings import INFO, OK, WARN, Finding
+from course_utils.doctor.findings import INFO, OK, WARN, Finding
 
 
 def threads() -> list[Finding]:

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from course_utils import staging
 from course_utils.data import SyntheticCIFAR10
 from course_utils.files import atomic_write
-from course_utils.staging import ARCHIVE, IMAGES  # the layout, named where staging reads it
+from course_utils.lab import staging
+from course_utils.lab.staging import ARCHIVE, IMAGES  # the layout, named where staging reads it
 
 DEFAULT_IMAGES = 512  # many small files, yet quick to unpack on a 2-core laptop
 _NAME = re.compile(r"^(\d+)_(\d)\.npy$")

@@ -1,7 +1,7 @@
 import nbformat
 import pytest
 
-from course_utils.grading.authoring import keep_cell_ids, notebook_to_py, py_to_notebook
+from course_utils.tooling.authoring import keep_cell_ids, notebook_to_py, py_to_notebook
 
 SOURCE = """# %% [markdown]
 # # Title

@@ -9,9 +9,9 @@ On Slurm each shape is one job of slurm/lab_scaling.sh, its size given to sbatch
 line (which overrides the script's header); the sweep is one throttled array of
 slurm/lab_sweep.sh (--array=0-N%K). Locally, `local_run` starts one process per rank, as srun
 does, with torchrun's variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT), forked from a Python that has imported torch once (`local_ranks`); two nodes are
-two groups of ranks on this machine, each naming its node (staging.NODE_VARIABLE) so that each
-stages its own copy.
+MASTER_PORT), forked from a Python that has imported torch once (`launching.run_programs`);
+two nodes are two groups of ranks on this machine, each naming its node (staging.NODE_VARIABLE)
+so that each stages its own copy.
 The decision is a plain function of what the machine answered (`choose_launcher`).
 """
 
@@ -23,18 +23,17 @@ import hashlib
 import itertools
 import os
 import shutil
-import socket
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils import local_ranks, processes
+from course_utils import launching, processes
 from course_utils.files import atomic_write_text
-from course_utils.lab_scripts import PROGRAM, srun_program
+from course_utils.lab.scripts import PROGRAM, srun_program
+from course_utils.lab.staging import JOB_VARIABLE, NODE_VARIABLE
 from course_utils.paths import REPO_ROOT
 from course_utils.ranks import local_launch_environ
-from course_utils.staging import JOB_VARIABLE, NODE_VARIABLE
 
 LAUNCHER_VARIABLE = "COURSE_LAB_LAUNCHER"  # "slurm" or "local": chosen, not probed
 SCRIPT_VARIABLE = "COURSE_LAB_SCRIPT"  # the digest of the batch script a run came from
@@ -52,8 +51,9 @@ class Launcher:
         return f"{self.kind} ({self.why})"
 
 
-def choose_launcher(override: str | None, sbatch: str | None, sinfo_ok: bool,
-                    sinfo_says: str = "") -> Launcher:  # fmt: skip
+def choose_launcher(
+    override: str | None, sbatch: str | None, sinfo_ok: bool, sinfo_says: str = ""
+) -> Launcher:
     """Slurm when sbatch is installed and the controller answered sinfo, else local ranks;
     `override` (COURSE_LAB_LAUNCHER) decides when set."""
     if override:
@@ -105,8 +105,11 @@ class Shape:
 
     def sbatch_options(self) -> list[str]:
         """The job's size for sbatch's command line, which overrides the script's header."""
-        return [f"--nodes={self.nodes}", f"--ntasks={self.ranks}",
-                f"--ntasks-per-node={self.per_node}"]  # fmt: skip
+        return [
+            f"--nodes={self.nodes}",
+            f"--ntasks={self.ranks}",
+            f"--ntasks-per-node={self.per_node}",
+        ]
 
 
 SHAPES = (Shape(1, 1), Shape(1, 2), Shape(1, 4), Shape(2, 2))
@@ -133,28 +136,34 @@ class Run:
 _LOCAL_JOBS = itertools.count(1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rank_environ(base: dict, shape: Shape, rank: int, port: int) -> dict:
     """What a local rank finds in its environment: `base`, torchrun's variables for its place in
     `shape` (rank 0 listens on `port`), and, on an emulated node of several, the node's name."""
     node, local = divmod(rank, shape.per_node)
-    place = {"RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": str(shape.ranks),
-             "LOCAL_WORLD_SIZE": str(shape.per_node), "MASTER_ADDR": "127.0.0.1",
-             "MASTER_PORT": str(port)}  # fmt: skip
+    place = {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local),
+        "WORLD_SIZE": str(shape.ranks),
+        "LOCAL_WORLD_SIZE": str(shape.per_node),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     if shape.nodes > 1:
         place[NODE_VARIABLE] = f"node{node}"  # each emulated node stages its own copy
     return {**base, **place}
 
 
-def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1,
-              timeout: float = 300, script: str | None = None) -> Run:  # fmt: skip
-    """Run `python -m module args` locally at `shape`, one process per rank (`local_ranks`),
-    with `threads` torch threads per rank."""
+def local_run(
+    name: str,
+    module: str,
+    args: list,
+    shape: Shape,
+    threads: int = 1,
+    timeout: float = 300,
+    script: str | None = None,
+) -> Run:
+    """Run `python -m module args` locally at `shape`, one process per rank
+    (`launching.run_programs`), with `threads` torch threads per rank."""
     local = local_launch_environ()  # a kernel inside a Slurm job: its variables set aside
     base = {
         **local.environ,
@@ -164,20 +173,30 @@ def local_run(name: str, module: str, args: list, shape: Shape, threads: int = 1
     }
     if script is not None:
         base[SCRIPT_VARIABLE] = digest(script)
-    port, args = _free_port(), tuple(str(a) for a in args)
-    tasks = [local_ranks.Task(module, args, rank_environ(base, shape, rank, port))
-             for rank in range(shape.ranks)]  # fmt: skip
+    port, args = launching.free_port(), tuple(str(a) for a in args)
+    tasks = [
+        launching.Task(module, args, rank_environ(base, shape, rank, port))
+        for rank in range(shape.ranks)
+    ]
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="course-lab-") as folder:
         log = Path(folder) / f"{name}.log"
         atomic_write_text(log, f"{local.note}\n" if local.note else "")
-        code = local_ranks.run(tasks, log, timeout, preload=(module,))
+        code = launching.run_programs(tasks, log, timeout, preload=(module,))
         output = log.read_text()
     return Run(name, "local", code, output, time.monotonic() - start)
 
 
-def submit(name: str, script: Path, args: list, shape: Shape | None, logs: Path,
-           timeout: float = 600, array: str | None = None, options=()) -> Run:  # fmt: skip
+def submit(
+    name: str,
+    script: Path,
+    args: list,
+    shape: Shape | None,
+    logs: Path,
+    timeout: float = 600,
+    array: str | None = None,
+    options=(),
+) -> Run:
     """`sbatch --wait` the script (at `shape`, when given; as an `array` such as "0-2%2"; with
     more sbatch `options`) and return its exit code (an array's: the worst task's) and log(s).
     The job runs in the current folder; its log goes to <logs>/<name>-<job id>.out (an array's
@@ -186,8 +205,15 @@ def submit(name: str, script: Path, args: list, shape: Shape | None, logs: Path,
     output = logs / (f"{name}-%A_%a.out" if array else f"{name}-%j.out")
     sbatch_options = [*([f"--array={array}"] if array else []), *options]
     size = shape.sbatch_options() if shape else []
-    cmd = ["sbatch", "--wait", f"--output={output}", *size, *sbatch_options, str(script),
-           *map(str, args)]  # fmt: skip
+    cmd = [
+        "sbatch",
+        "--wait",
+        f"--output={output}",
+        *size,
+        *sbatch_options,
+        str(script),
+        *map(str, args),
+    ]
     env = {
         **os.environ,
         "COURSE_DIR": os.environ.get("COURSE_DIR") or str(REPO_ROOT),  # for `source .../config.sh`
@@ -205,8 +231,15 @@ def submit(name: str, script: Path, args: list, shape: Shape | None, logs: Path,
 
 
 def _program_args(data: Path, records: Path, study: str, extra=()) -> list[str]:
-    return ["--data", str(Path(data).resolve()), "--out", str(Path(records).resolve()),
-            "--study", study, *map(str, extra)]  # fmt: skip
+    return [
+        "--data",
+        str(Path(data).resolve()),
+        "--out",
+        str(Path(records).resolve()),
+        "--study",
+        study,
+        *map(str, extra),
+    ]
 
 
 def _run_all(tasks, at_once: int, logs: Path) -> list[Run]:
@@ -316,6 +349,7 @@ def run_script(
         task = functools.partial(submit, shape.name, path, args, shape, folder / "logs", timeout)
     else:
         module, program_args = srun_program(script, args, threads)
-        task = functools.partial(local_run, shape.name, module, program_args, shape, threads,
-                                 timeout, script)  # fmt: skip
+        task = functools.partial(
+            local_run, shape.name, module, program_args, shape, threads, timeout, script
+        )
     return _run_all([task], 1, folder / "logs")[0]

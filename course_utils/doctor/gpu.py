@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from course_utils import processes
-from course_utils.doctor_findings import ERROR, INFO, OK, Finding
+from course_utils.doctor.findings import ERROR, INFO, OK, Finding
 
 # The NVIDIA driver a CUDA build needs: the minimum for CUDA minor-version compatibility in
 # NVIDIA's CUDA toolkit release notes (13.x: 580; 12.x: 525.60.13; 11.x: 450.80.02).

@@ -1,9 +1,9 @@
-"""course_utils.grading.gpu_report: the steps of `make test-gpu` and its one summary table."""
+"""course_utils.tooling.gpu_report: the steps of `make test-gpu` and its one summary table."""
 
 import pytest
 
 from course_utils import processes
-from course_utils.grading import gpu_report
+from course_utils.tooling import gpu_report
 from course_utils.paths import REPO_ROOT
 
 
@@ -32,8 +32,9 @@ def test_report_counts_failures_and_main_exits_by_them(capsys):
     outcomes = {"benchmarks": True, "lesson references": False}
 
     def runner(step):
-        return gpu_report.Outcome(step.name, outcomes[step.name], 12.4, "" if outcomes[step.name]
-                                  else "exit code 1")  # fmt: skip
+        return gpu_report.Outcome(
+            step.name, outcomes[step.name], 12.4, "" if outcomes[step.name] else "exit code 1"
+        )
 
     code = gpu_report.main(["--steps", "benchmarks,references"], runner, cuda_available=True)
     out = capsys.readouterr().out.splitlines()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from course_utils.energy import NOT_REPORTED
+from course_utils.lab.energy import NOT_REPORTED
 from course_utils.tables import text_table
 
 THRESHOLD = 0.8
@@ -77,10 +77,21 @@ def scaling_rows(records: list[dict]) -> list[Row]:
         c = r["configuration"]
         speedup = r["throughput"] / base
         energy = r.get("energy") or {}
-        rows.append(Row(r["name"], c["nodes"], c["ranks"], r["throughput"], r["step_time"],
-                        r["communication_share"], speedup, speedup / c["ranks"],
-                        energy.get("joules"), energy.get("source", NOT_REPORTED),
-                        c["batch_per_rank"] * c["steps"] * c["ranks"]))  # fmt: skip
+        rows.append(
+            Row(
+                r["name"],
+                c["nodes"],
+                c["ranks"],
+                r["throughput"],
+                r["step_time"],
+                r["communication_share"],
+                speedup,
+                speedup / c["ranks"],
+                energy.get("joules"),
+                energy.get("source", NOT_REPORTED),
+                c["batch_per_rank"] * c["steps"] * c["ranks"],
+            )
+        )
     return sorted(rows, key=lambda row: (row.ranks, row.nodes))
 
 
@@ -104,24 +115,47 @@ def ranks_to_ask(rows: list[Row], threshold: float = THRESHOLD) -> Decision:
     above = [row for row in rows if row.ranks > best.ranks]
     if above:
         worst = max(above, key=lambda row: row.efficiency)
-        why = (f"{worst.ranks} ranks ({worst.name}) reach only {worst.efficiency:.0%} efficiency, "
-               f"below {threshold:.0%}")  # fmt: skip
+        why = (
+            f"{worst.ranks} ranks ({worst.name}) reach only {worst.efficiency:.0%} efficiency, "
+            f"below {threshold:.0%}"
+        )
     else:
         why = f"every shape measured keeps {threshold:.0%} efficiency: measure more ranks"
     return Decision(best.ranks, best.nodes, best.name, why)
 
 
 def table(rows: list[Row]) -> str:
-    header = ["run", "nodes", "ranks", "images/s", "step ms", "comm %", "speed-up",
-              "efficiency", f"h per {WORK:,.0f} img", "rank-hours", "energy",
-              f"kJ per {WORK:,.0f} img"]  # fmt: skip
+    header = [
+        "run",
+        "nodes",
+        "ranks",
+        "images/s",
+        "step ms",
+        "comm %",
+        "speed-up",
+        "efficiency",
+        f"h per {WORK:,.0f} img",
+        "rank-hours",
+        "energy",
+        f"kJ per {WORK:,.0f} img",
+    ]
     body = [
-        [r.name, r.nodes, r.ranks, round(r.throughput), r.step_time * 1e3,
-         round(100 * r.communication_share), round(r.speedup, 2), f"{r.efficiency:.0%}",
-         round(r.hours, 3), round(r.rank_hours, 3), energy_text(r),
-         NOT_REPORTED if r.kilojoules_per_work is None else round(r.kilojoules_per_work, 1)]
+        [
+            r.name,
+            r.nodes,
+            r.ranks,
+            round(r.throughput),
+            r.step_time * 1e3,
+            round(100 * r.communication_share),
+            round(r.speedup, 2),
+            f"{r.efficiency:.0%}",
+            round(r.hours, 3),
+            round(r.rank_hours, 3),
+            energy_text(r),
+            NOT_REPORTED if r.kilojoules_per_work is None else round(r.kilojoules_per_work, 1),
+        ]
         for r in rows
-    ]  # fmt: skip
+    ]
     return text_table(header, body)
 
 
@@ -147,8 +181,13 @@ def plot(rows: list[Row], threshold: float = THRESHOLD, title: str = ""):
     speed.set_xlabel("ranks (processes, one per GPU on a GPU node)")
     speed.set_ylabel("speed-up over 1 rank (x)")
     eff = speed.twinx()
-    eff.plot(ranks, [100 * r.efficiency for r in rows], "s--", color="tab:red",
-             label="parallel efficiency")  # fmt: skip
+    eff.plot(
+        ranks,
+        [100 * r.efficiency for r in rows],
+        "s--",
+        color="tab:red",
+        label="parallel efficiency",
+    )
     eff.axhline(100 * threshold, color="tab:red", linewidth=0.8, alpha=0.5)
     eff.set_ylabel("parallel efficiency (%)")
     eff.set_ylim(0, 110)
@@ -162,6 +201,8 @@ def plot(rows: list[Row], threshold: float = THRESHOLD, title: str = ""):
 def sweep_table(records: list[dict]) -> str:
     """The sweep's runs, by learning rate: final loss and throughput."""
     rows = sorted(records, key=lambda r: r["configuration"]["lr"])
-    body = [[r["name"], r["configuration"]["lr"], round(r["loss"]["last"], 4),
-             round(r["throughput"])] for r in rows]  # fmt: skip
+    body = [
+        [r["name"], r["configuration"]["lr"], round(r["loss"]["last"], 4), round(r["throughput"])]
+        for r in rows
+    ]
     return text_table(["run", "lr", "last loss", "images/s"], body)

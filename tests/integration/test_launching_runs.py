@@ -1,6 +1,6 @@
-"""local_ranks for real: each task a process of its own, forked from the warm server, with its
-own environment and nothing else, its output in the log; a failing rank stops the others, and
-the timeout stops them all."""
+"""launching.run_programs for real: each task a process of its own, forked from the warm server,
+with its own environment and nothing else, its output in the log; a failing rank stops the
+others, and the timeout stops them all."""
 
 import multiprocessing.forkserver
 import os
@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from course_utils import local_ranks
+from course_utils import launching
 
 PROGRAM = """\
 import os, sys, time
@@ -38,13 +38,15 @@ def program(tmp_path, monkeypatch):
 
 
 def _tasks(module, what, ranks):
-    return [local_ranks.Task(module, (what,), {"RANK": str(r), "PATH": os.environ["PATH"]})
-            for r in range(ranks)]  # fmt: skip
+    return [
+        launching.Task(module, (what,), {"RANK": str(r), "PATH": os.environ["PATH"]})
+        for r in range(ranks)
+    ]
 
 
 def test_each_rank_is_its_own_process_with_only_its_environment(program, tmp_path):
     log = tmp_path / "run.log"
-    assert local_ranks.run(_tasks(program, "ok", 3), log, timeout=60) == 0
+    assert launching.run_programs(_tasks(program, "ok", 3), log, timeout=60) == 0
     lines = sorted(line for line in log.read_text().splitlines() if line.startswith("rank "))
     assert [line.split()[1] for line in lines] == ["0", "1", "2"]
     pids = {int(line.split()[3]) for line in lines}
@@ -55,21 +57,21 @@ def test_each_rank_is_its_own_process_with_only_its_environment(program, tmp_pat
 def test_a_failing_rank_stops_the_others(program, tmp_path):
     log = tmp_path / "run.log"
     start = time.monotonic()
-    assert local_ranks.run(_tasks(program, "fail", 3), log, timeout=100) == 3
+    assert launching.run_programs(_tasks(program, "fail", 3), log, timeout=100) == 3
     assert time.monotonic() - start < 60  # the two sleepers were killed, not waited for
     assert "local launch: rank 1 ended with exit code 3; stopped the others" in log.read_text()
 
 
 def test_the_timeout_ends_every_rank(program, tmp_path):
     log = tmp_path / "run.log"
-    assert local_ranks.run(_tasks(program, "sleep", 2), log, timeout=3) == -9
+    assert launching.run_programs(_tasks(program, "sleep", 2), log, timeout=3) == -9
     assert "local launch: killed the ranks after the timeout of 3 s" in log.read_text()
 
 
 def test_an_exception_is_a_failure_with_its_traceback(tmp_path):
     log = tmp_path / "run.log"
-    tasks = [local_ranks.Task("course_utils.no_such_module", (), {"PATH": os.environ["PATH"]})]
-    assert local_ranks.run(tasks, log, timeout=60) == 1
+    tasks = [launching.Task("course_utils.no_such_module", (), {"PATH": os.environ["PATH"]})]
+    assert launching.run_programs(tasks, log, timeout=60) == 1
     assert "No module named course_utils.no_such_module" in log.read_text()
 
 
@@ -79,8 +81,8 @@ def test_the_server_has_imported_torch(tmp_path, monkeypatch):
     probe.write_text("import sys\nprint('torch preloaded:', 'torch._dynamo' in sys.modules)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     log = tmp_path / "run.log"
-    tasks = [local_ranks.Task("probe", (), {"PATH": os.environ["PATH"]})]
-    assert local_ranks.run(tasks, log, timeout=120) == 0
+    tasks = [launching.Task("probe", (), {"PATH": os.environ["PATH"]})]
+    assert launching.run_programs(tasks, log, timeout=120) == 0
     assert "torch preloaded: True" in log.read_text()
 
 
@@ -89,15 +91,15 @@ def test_a_preloaded_program_runs_as_python_m_runs_it(tmp_path):
     multiprocessing.forkserver._forkserver._stop()
     log = tmp_path / "run.log"
     program = "course_utils.jobs.lab_staging"  # importable by the server: an installed package
-    tasks = [local_ranks.Task(program, ("--help",), {"PATH": os.environ["PATH"]})]
-    assert local_ranks.run(tasks, log, timeout=120, preload=(program,)) == 0
+    tasks = [launching.Task(program, ("--help",), {"PATH": os.environ["PATH"]})]
+    assert launching.run_programs(tasks, log, timeout=120, preload=(program,)) == 0
     said = log.read_text()
     assert "usage:" in said and "Warning" not in said, said
 
 
 def test_what_a_rank_left_running_ends_with_it(program, tmp_path):
     log = tmp_path / "run.log"
-    assert local_ranks.run(_tasks(program, "leave", 1), log, timeout=60) == 0
+    assert launching.run_programs(_tasks(program, "leave", 1), log, timeout=60) == 0
     (left,) = [
         int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("left")
     ]

@@ -1,0 +1,15 @@
+"""Lesson 10, the cluster lab, as one package: a closed family that only lesson 10, its programs
+(jobs/lab_*.py) and its checker use.
+    cluster.py        where the lab's steps run (Slurm, or local ranks) and running them: the
+                      staging, the four shapes, the sweep, a learner's batch script
+    scripts.py        the batch scripts: what their srun line starts, what a learner's lacks
+    small_files.py    the lab's data set on disk: many small image files, and one archive
+    staging.py        staging onto node-local disk once per node; the readings it times
+    measure.py        what each rank measures: steps, threads, all-reduce, its connections
+    run_records.py    the records each run writes, read back
+    scaling.py        speed-up, efficiency, and how many GPUs to ask for
+    transport.py      the transport a job used, named from its NCCL or gloo lines
+    nccl_excerpts.py  real NCCL_DEBUG=INFO excerpts of other transports
+    energy.py         what a run used: NVML's or RAPL's counters
+Nothing is imported here: import a name from the module that defines it.
+"""
