@@ -3,7 +3,10 @@
 #   .ci/slurm-cluster.sh start    # munged, slurmctld, and two slurmd nodes cn1 cn2 (idempotent)
 #   .ci/slurm-cluster.sh stop     # stops only the daemons this script started
 #   .ci/slurm-cluster.sh status
-# Needs root and Debian's packages: apt-get install slurmctld slurmd slurm-client munge.
+# Needs root and Debian's packages: apt-get install slurmctld slurmd slurm-client munge slurmdbd
+# mariadb-server.
+# Accounting: slurmdbd on a MariaDB database records every job and step, so `sacct` answers with
+# the scheduler's own record (state, elapsed time, allocated TRES, MaxRSS, TotalCPU).
 # Each node advertises 16 CPUs and 4 fake GPUs (GRES backed by character devices), so GPU scripts
 # schedule and get CUDA_VISIBLE_DEVICES; the CPU variants of the scripts run the training.
 # Settings, pitfalls and what was measured with them: docs/test-cluster.md.
@@ -13,6 +16,8 @@ STATE=${COURSE_SLURM_STATE:-/var/lib/course-slurm}
 CONF_DIR=/etc/slurm
 MARKER="# written by .ci/slurm-cluster.sh"
 NODES=(cn1 cn2)
+DB_SOCKET=/run/mysqld/mysqld.sock
+DB_PASSWORD=course-accounting  # a throwaway database on loopback, for the test cluster only
 
 die() { echo "slurm-cluster: $*" >&2; exit 1; }
 
@@ -60,6 +65,13 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=2000
 SchedulerParameters=batch_sched_delay=0,sched_interval=2,bf_interval=1
 MinJobAge=5
+# Accounting: every job and step goes to slurmdbd (sacct reads it back). Tasks are sampled every
+# second, so a job of a few seconds still gets its MaxRSS and TotalCPU.
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
 # Advertise more CPUs than the machine has (the nodes share its cores), so test jobs overlap.
 SlurmdParameters=config_overrides
 GresTypes=gpu
@@ -80,6 +92,21 @@ ConstrainCores=no
 ConstrainRAMSpace=yes
 ConstrainDevices=no
 EOF
+    cat >"$CONF_DIR/slurmdbd.conf" <<EOF
+$MARKER
+AuthType=auth/munge
+DbdHost=$host
+DbdAddr=127.0.0.1
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=course_slurm_acct
+StorageUser=slurm
+StoragePass=$DB_PASSWORD
+LogFile=$STATE/log/slurmdbd.log
+PidFile=$STATE/slurmdbd.pid
+EOF
+    chmod 600 "$CONF_DIR/slurmdbd.conf"  # slurmdbd refuses a file others can read
     if ! grep -q "course-slurm" /etc/hosts; then
         echo "127.0.0.1 cn1 cn2 # course-slurm" >>/etc/hosts  # so `scontrol show hostnames` resolves
     fi
@@ -93,6 +120,30 @@ start_munge() {
     [ -s /etc/munge/munge.key ] || die "no /etc/munge/munge.key (reinstall munge)"
     runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/course-munged.pid
     cp /run/munge/course-munged.pid "$STATE/munged.pid"
+}
+
+start_database() {
+    if ! mariadb -e 'select 1' >/dev/null 2>&1; then
+        command -v mariadbd >/dev/null || die "mariadb-server not installed"
+        install -d -o mysql -g root -m 755 /run/mysqld
+        # No systemd here: the server itself, in the background, its pid file in our state.
+        /usr/sbin/mariadbd --user=mysql --socket="$DB_SOCKET" --pid-file=/run/mysqld/course-mariadb.pid \
+            --skip-networking >"$STATE/log/mariadb.log" 2>&1 &
+        for _ in $(seq 1 100); do mariadb -e 'select 1' >/dev/null 2>&1 && break; sleep 0.2; done
+        mariadb -e 'select 1' >/dev/null 2>&1 || {
+            tail -n 20 "$STATE/log/mariadb.log" >&2
+            die "MariaDB did not start"
+        }
+    fi
+    mariadb -e "create user if not exists 'slurm'@'localhost' identified by '$DB_PASSWORD';
+        grant all on course_slurm_acct.* to 'slurm'@'localhost';"
+}
+
+start_slurmdbd() {
+    running "$STATE/slurmdbd.pid" || slurmdbd
+    for _ in $(seq 1 100); do sacctmgr -n list cluster >/dev/null 2>&1 && return; sleep 0.2; done
+    tail -n 20 "$STATE/log/slurmdbd.log" >&2 || true
+    die "slurmdbd did not answer within 20 s"
 }
 
 running() {  # the daemon whose pid file is $1 is alive
@@ -111,6 +162,11 @@ start() {
     mkdir -p "$STATE" "$CONF_DIR"
     write_config
     start_munge
+    start_database
+    start_slurmdbd
+    # slurmctld registers the cluster itself; adding it first makes the record exist at once
+    # (sacctmgr says "already exists" with exit code 1 on a second add).
+    sacctmgr -n list cluster format=cluster | grep -qw course || sacctmgr -i add cluster course >/dev/null
     running "$STATE/slurmctld.pid" || slurmctld
     for n in "${NODES[@]}"; do
         running "$STATE/slurmd-$n.pid" || slurmd -N "$n"
@@ -141,8 +197,10 @@ stop_pidfile() {
 stop() {
     for n in "${NODES[@]}"; do stop_pidfile "$STATE/slurmd-$n.pid"; done
     stop_pidfile "$STATE/slurmctld.pid"
+    stop_pidfile "$STATE/slurmdbd.pid"
+    stop_pidfile /run/mysqld/course-mariadb.pid  # only when this script started MariaDB
     stop_pidfile "$STATE/munged.pid"  # only when this script started munged
-    for f in slurm.conf gres.conf cgroup.conf; do
+    for f in slurm.conf gres.conf cgroup.conf slurmdbd.conf; do
         if [ -e "$CONF_DIR/$f" ] && grep -q "$MARKER" "$CONF_DIR/$f"; then rm -f "$CONF_DIR/$f"; fi
     done
     # Rewrite in place (not sed -i): /etc/hosts is often a bind mount in containers.

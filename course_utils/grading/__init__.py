@@ -4,6 +4,9 @@ Lessons use only `check` and `summary` (`from course_utils.grading import check,
 checkers register with `exercise`, and their held-out cases (run only by `course grade`) with
 `held_out`. The rest serves the `course` command:
     exercises.py     the registry, `check`, `summary`, verdict lines
+    answers.py       how a checker reaches the learner's answers: proxies, probes, sessions
+    wire.py          answers as plain data (torch.load(weights_only=True), exact types)
+    judge.py         the judge: the process that decides the verdicts of one graded notebook
     checks/          one module of checkers per lesson (lesson05.py <-> exercises 05.k)
     runner/          one notebook run under nbval within limits, knowing nothing of grades: the
                      bubblewrap sandbox, cgroups, `Limits`, the run, its per-cell record, the
@@ -16,11 +19,11 @@ Releasing and authoring the lessons, and `make test-gpu`, are course tooling: co
 Library code never imports this package, except lessons' `check`/`summary`.
 """
 
+from course_utils.grading.answers import CheckFailed, probe, run_probe
 from course_utils.grading.exercises import (
     FAILED,
     NOT_ATTEMPTED,
     PASSED,
-    CheckFailed,
     Exercise,
     Result,
     call_answer,
@@ -53,7 +56,9 @@ __all__ = [
     "lesson_exercises",
     "parse_results",
     "parse_verdicts",
+    "probe",
     "registry",
+    "run_probe",
     "run_check",
     "summary",
 ]

@@ -1,9 +1,16 @@
 """Graded exercises: the registry of checkers and `check`, the call every check cell makes.
 
-A checker is a function registered under an exercise id such as "01.2". It receives what the
-learner's check cell passes and raises `CheckFailed` (or AssertionError) when the answer is wrong.
-`check` turns every outcome into one printed line and never raises, so a learner's notebook runs
-top to bottom on a fresh kernel whatever state the exercises are in.
+A checker is a function registered under an exercise id such as "01.2". It receives one proxy
+(`answers.Answer`) per thing the learner's check cell passed, calls them on inputs it chooses and
+gets plain data back (never an object of the learner's), and raises `CheckFailed` (or
+AssertionError) when the answer is wrong. `check` turns every outcome into one printed line and
+never raises, so a learner's notebook runs top to bottom on a fresh kernel whatever state the
+exercises are in.
+
+Where the checker runs: inside `course grade` and `course check`, in the judge (grading/judge.py),
+a process of its own that the learner's code cannot reach; `check` only answers the judge's
+requests and prints the verdict the judge sent. Anywhere else (a notebook in JupyterLab, the
+solutions under nbval) it runs in this process on the same proxies (`answers.LocalSession`).
 
 The lines have a fixed shape that `course check` and `course grade` parse:
     [01.2] passed: <what was verified>
@@ -11,33 +18,29 @@ The lines have a fixed shape that `course check` and `course grade` parse:
     [01.2] not attempted yet: <how to start>
 
 Held-out cases: a checker may register more cases with `held_out`, drawn at grade time from a
-seed. Only the instructor's grade runs them (`course grade --seed`, which sets HELD_OUT_SEED in
-each run), after a passing check; they print nothing, so the check cell's line stays the
-solution's, and their count goes on the run's side channel (grading/runner/channel.py) for the
-grader. `course check` (no seed) says how many there are, not what they are.
+seed that only the judge knows. Only the instructor's grade runs them (`course grade --seed`),
+after a passing check; what the learner's code prints meanwhile is swallowed, so the check
+cell's line stays the solution's. `course check` (no seed) says how many there are, not what.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import os
 import pkgutil
 import random
 import re
-import sys
-import warnings
+import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from course_utils.grading import answers as answer_proxies
+from course_utils.grading.answers import AnswerExited, AnswerRaised, CheckFailed
 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted yet"
 VERDICT_LINE = re.compile(r"^\[(?P<id>\d\d\.\d+)\] (?P<verdict>passed|failed|not attempted yet)")
 EXERCISE_ID = re.compile(r"^\d\d\.\d+$")
-
-
-class CheckFailed(Exception):
-    """Raised by a checker for a wrong answer; the message says what was expected and what came."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class Exercise:
     title: str
     points: int
     checker: Callable[..., str | None]
+    allows: tuple[str, ...] = ()  # review flags the exercise itself calls for (grader/plan.py)
+    reference: tuple[str, ...] = ()  # patterns of the course's own answer to it (a lazy answer)
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,8 @@ class Result:
 _REGISTRY: dict[str, Exercise] = {}
 _SESSION: dict[str, Result] = {}  # latest result per exercise in this kernel, for `summary`
 _HELD_OUT: dict[str, HeldOut] = {}
-HELD_OUT_SEED = "COURSE_HELD_OUT_SEED"  # set in each run of `course grade`; nowhere else
-HELD_OUT_KIND = "held-out"  # the `kind` of its lines on the run's side channel
+JUDGE_VARIABLE = "COURSE_JUDGE"  # the judge's socket, set in each run of `course grade`/`check`
+JUDGE_WAIT = 60.0  # seconds a check waits for the judge to answer its first knock
 
 
 @dataclass(frozen=True)
@@ -83,19 +88,20 @@ class HeldOutResult:
     passed: int
     failures: tuple[str, ...] = ()  # the first few messages, for the instructor
 
-    def line(self) -> dict:
-        """What goes on the run's side channel."""
-        return {
-            "kind": HELD_OUT_KIND,
-            "exercise": self.exercise_id,
-            "cases": self.cases,
-            "passed": self.passed,
-            "failures": list(self.failures),
-        }
 
+def exercise(
+    exercise_id: str,
+    title: str,
+    points: int = 1,
+    allows: tuple[str, ...] = (),
+    reference: tuple[str, ...] = (),
+):
+    """Register a checker under `exercise_id` ("NN.k"). The checker returns a short success note.
 
-def exercise(exercise_id: str, title: str, points: int = 1):
-    """Register a checker under `exercise_id` ("NN.k"). The checker returns a short success note."""
+    `allows`: the review flags (grader/plan.py FLAG_PATTERNS) that this exercise's own task
+    raises, such as "starts processes" for a launch, so an honest answer is not flagged for
+    them; `reference`: regular expressions that find a call of the course's own implementation
+    of this exercise in an answer (flagged as such)."""
     if not EXERCISE_ID.match(exercise_id):
         raise ValueError(
             f"exercise id {exercise_id!r} must look like 'NN.k' (lesson, dot, number), e.g. '01.2'"
@@ -104,7 +110,9 @@ def exercise(exercise_id: str, title: str, points: int = 1):
     def register(checker):
         if exercise_id in _REGISTRY and _REGISTRY[exercise_id].checker is not checker:
             raise ValueError(f"exercise id {exercise_id!r} is registered twice; ids must be unique")
-        _REGISTRY[exercise_id] = Exercise(exercise_id, title, points, checker)
+        _REGISTRY[exercise_id] = Exercise(
+            exercise_id, title, points, checker, tuple(allows), tuple(reference)
+        )
         return checker
 
     return register
@@ -139,69 +147,30 @@ def case_rng(seed: int, exercise_id: str, case: int) -> random.Random:
     return random.Random(f"{seed}/{exercise_id}/{case}")
 
 
-def run_held_out(exercise_id: str, seed: int, *args, **kwargs) -> HeldOutResult | None:
-    """Run the held-out cases of `exercise_id` on the answer in `args`; None when it has none.
+def run_held_out(exercise_id: str, seed: int, *answers, **params) -> HeldOutResult | None:
+    """Run the held-out cases of `exercise_id` on `answers`; None when it has none.
 
-    What the answer prints or warns meanwhile is swallowed, and the global random generators
-    are restored after, so the notebook's outputs stay those of a run without the cases.
+    Each request marks itself quiet: what the learner's code prints or warns meanwhile is
+    swallowed where it runs, and the global random generators are restored after, so the
+    notebook's outputs stay those of a run without the cases.
     """
     _load_checkers()
     found = _HELD_OUT.get(exercise_id)
     if found is None:
         return None
+    proxies = _proxies(answers, quiet=True)
     passed, failures = 0, []
-    with _quiet(), _global_rngs_kept():
-        for case in range(found.cases):
-            try:
-                found.checker(case_rng(seed, exercise_id, case), *args, **kwargs)
-                passed += 1
-            except (CheckFailed, AssertionError) as e:
-                failures.append(str(e) or "the answer did not pass the case")
-            except (Exception, SystemExit) as e:  # the learner's code may raise anything
-                failures.append(f"your code raised {type(e).__name__}: {e}")
+    for case in range(found.cases):
+        try:
+            found.checker(case_rng(seed, exercise_id, case), *proxies, **params)
+            passed += 1
+        except (CheckFailed, AssertionError) as e:
+            failures.append(str(e) or "the answer did not pass the case")
+        except (ConnectionError, OSError):
+            raise  # the kernel went away: not the answer's verdict
+        except Exception as e:  # noqa: BLE001 (a checker's own bug is reported, not raised)
+            failures.append(_raised(e))
     return HeldOutResult(exercise_id, found.cases, passed, tuple(f[:300] for f in failures[:3]))
-
-
-@contextlib.contextmanager
-def _quiet():
-    with (
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(io.StringIO()),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore")
-        yield
-
-
-@contextlib.contextmanager
-def _global_rngs_kept():
-    """Python's, NumPy's and PyTorch's global generators as they were, whatever the cases drew
-    (later cells of the notebook draw from them)."""
-    state = random.getstate()
-    numpy = sys.modules.get("numpy")
-    numpy_state = numpy.random.get_state() if numpy is not None else None
-    torch = sys.modules.get("torch")
-    forked = torch.random.fork_rng(devices=[]) if torch is not None else contextlib.nullcontext()
-    try:
-        with forked:
-            yield
-    finally:
-        random.setstate(state)
-        if numpy_state is not None:
-            numpy.random.set_state(numpy_state)
-
-
-def _held_out_for_the_grade(result: Result, args, kwargs) -> None:
-    """In a run of `course grade` (HELD_OUT_SEED set), a passing check also runs its held-out
-    cases and reports them on the run's side channel; nothing happens anywhere else."""
-    seed = os.environ.get(HELD_OUT_SEED)
-    if not (seed and result.passed):
-        return
-    from course_utils.grading.runner import channel
-
-    outcome = run_held_out(result.exercise_id, int(seed), *args, **kwargs)
-    if outcome is not None:
-        channel.append(outcome.line())
 
 
 def _load_checkers() -> None:
@@ -222,33 +191,98 @@ def lesson_exercises(lesson: str) -> list[Exercise]:
     return [ex for ex_id, ex in registry().items() if ex_id.startswith(f"{lesson}.")]
 
 
-def run_check(exercise_id: str, *args, **kwargs) -> Result:
-    """Run one checker and classify the outcome; never raises for anything the learner did."""
+def _proxies(answers, quiet: bool = False) -> list:
+    """The checker's view of `answers`: the judge's proxies as they are, or this process's own
+    objects behind a LocalSession (the same plain-data rules either way)."""
+    if answers and all(isinstance(a, answer_proxies.Answer) for a in answers):
+        for a in answers:
+            a.session.quiet = quiet
+        return list(answers)
+    session = answer_proxies.LocalSession(answers)
+    session.quiet = quiet
+    return session.proxies()
+
+
+def _raised(e: BaseException) -> str:
+    if isinstance(e, AnswerRaised):
+        return f"your code raised {e.kind}: {e}"
+    if isinstance(e, AnswerExited):
+        return f"your code called sys.exit({e}); return instead"
+    return f"your code raised {type(e).__name__}: {e}"
+
+
+def run_check(exercise_id: str, *answers, **params) -> Result:
+    """Run one checker on `answers` and classify the outcome; never raises for anything the
+    learner did. `params`: the checker's own keyword arguments (tests use them)."""
     exercises = registry()
     if exercise_id not in exercises:
         known = ", ".join(exercises) or "none"
         return Result(exercise_id, FAILED, f"unknown exercise id; known ids: {known}")
     try:
-        note = exercises[exercise_id].checker(*args, **kwargs)
+        note = exercises[exercise_id].checker(*_proxies(answers), **params)
     except NotImplementedError:
         return Result(
             exercise_id, NOT_ATTEMPTED, "replace `raise NotImplementedError` in the exercise cell"
         )
     except (CheckFailed, AssertionError) as e:
         return Result(exercise_id, FAILED, str(e) or "the answer did not pass the check")
-    except SystemExit as e:  # sys.exit() in an answer would otherwise abort the check cell
-        return Result(exercise_id, FAILED, f"your code called sys.exit({e.code!r}); return instead")
+    except (ConnectionError, OSError) as e:
+        if isinstance(answers[0] if answers else None, answer_proxies.Answer):
+            raise  # the judge lost the kernel: the judge says so
+        return Result(exercise_id, FAILED, _raised(e))
+    except (AnswerExited, SystemExit) as e:  # sys.exit() in an answer: the check cell goes on
+        code = e if isinstance(e, AnswerExited) else repr(e.code)
+        return Result(exercise_id, FAILED, f"your code called sys.exit({code}); return instead")
     except Exception as e:  # learner code may raise anything; report it instead of crashing
-        return Result(exercise_id, FAILED, f"your code raised {type(e).__name__}: {e}")
+        return Result(exercise_id, FAILED, _raised(e))
     return Result(exercise_id, PASSED, note or "all checks passed")
 
 
-def check(exercise_id: str, *args, **kwargs) -> None:
-    """Check a learner's answer and print one line: passed, failed (with why) or not attempted."""
-    result = run_check(exercise_id, *args, **kwargs)
+def check(exercise_id: str, *answers) -> None:
+    """Check a learner's answer and print one line: passed, failed (with why) or not attempted.
+
+    In `course grade` and `course check` the judge decides (JUDGE_VARIABLE names its socket);
+    anywhere else the checker runs here."""
+    judge = os.environ.get(JUDGE_VARIABLE)
+    result = (
+        ask_the_judge(judge, exercise_id, answers) if judge else run_check(exercise_id, *answers)
+    )
     _SESSION[exercise_id] = result
     print(result.line())
-    _held_out_for_the_grade(result, args, kwargs)
+
+
+def ask_the_judge(path: str, exercise_id: str, answers) -> Result:
+    """Knock on the judge's socket, answer its requests about `answers`, and return its
+    visible verdict (the held-out cases it ran stay with it)."""
+    _load_checkers()  # the probes the judge may ask this process to run
+    try:
+        conn = _connect(path)
+    except OSError as e:
+        return Result(exercise_id, FAILED, f"not graded: the judge did not answer ({e})")
+    with conn:
+        described = [answer_proxies.describe(a) for a in answers]
+        kinds = [{"type": kind, "callable": is_callable} for kind, is_callable in described]
+        opening = {"op": "check", "exercise": exercise_id, "answers": kinds}
+        try:
+            answer_proxies.send(conn, opening)
+            verdict = answer_proxies.serve(conn, answers)
+        except (ConnectionError, OSError) as e:
+            return Result(exercise_id, FAILED, f"not graded: the judge stopped answering ({e})")
+    return Result(exercise_id, str(verdict.get("verdict")), str(verdict.get("message")))
+
+
+def _connect(path: str) -> socket.socket:
+    deadline = time.monotonic() + JUDGE_WAIT
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+            return conn
+        except OSError:
+            conn.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def summary(lesson: str) -> None:

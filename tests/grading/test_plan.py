@@ -143,13 +143,39 @@ def test_an_unreadable_cell_list_is_graded_as_the_release(lesson):
         ("import sys\nsys.exit(1)", "exits or kills the process"),
         ("import subprocess", "starts processes"),
         ("check = lambda *a: None", "touches the grading machinery"),
-        ("import builtins", "touches the grading machinery"),
+        ("import builtins", "replaces builtins or output"),
+        ("exec(base64.b64decode(s))", "runs code built at run time"),
+        ("f.__globals__['check']", "reaches into frames or globals"),
+        ("sys._getframe(1).f_globals", "reaches into frames or globals"),
+        ("import gc\ngc.get_objects()", "reaches into frames or globals"),
+        ("get_ipython().events.register('post_run_cell', f)", "hooks IPython"),
+        ("ip.input_transformers_cleanup.append(f)", "hooks IPython"),
+        ("!cat /etc/passwd", "starts processes"),
+        ("%%bash\nls", "starts processes"),
+        ("object.__setattr__(r, 'verdict', 'passed')", "reaches into frames or globals"),
     ],
 )
 def test_review_flags_name_the_exercise_and_what_to_read(source, flag):
     flags = plans.review_flags({"01.2": source, "01.1": "def f(x):\n    return x"})
     assert f"01.2: {flag}" in flags
     assert all(f.startswith("01.2") for f in flags)
+
+
+def test_a_flag_an_exercise_calls_for_is_not_raised_and_its_reference_answer_is(monkeypatch):
+    from course_utils.grading import exercises
+
+    entry = exercises.registry()["01.4"]
+    monkeypatch.setitem(
+        exercises._REGISTRY,
+        "01.4",
+        exercises.Exercise(
+            "01.4", entry.title, 1, entry.checker, ("starts processes",), (r"grad_reference\(",)
+        ),
+    )
+    honest = "import subprocess\nsubprocess.run(['true'])"
+    assert plans.review_flags({"01.4": honest}) == []
+    lazy = plans.review_flags({"01.4": "return grad_reference(x)"})
+    assert lazy == ["01.4: calls the course's own answer (grad_reference\\()"]
 
 
 def test_review_flags_are_sorted_by_exercise_and_do_not_touch_points(lesson):

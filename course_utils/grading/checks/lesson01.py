@@ -1,64 +1,117 @@
 """Checkers of lesson 01, tensors.
 
 01.1 and 01.2 are measurements: the learner's function times its own work with
-torch.utils.benchmark on tensors the check makes, and the check reads what that run produced
-(the tensors' memory, the Measurements), never a figure typed in.
+torch.utils.benchmark on a batch the checker draws, and a probe in the learner's process reports
+what that run produced (the tensors' memory, the Measurements). The checker then times the same
+two things itself and requires the learner's medians to be of the same size: a Timer of
+`pass`, or of a view where the copy should be, is far off.
+01.3 hands `to_numpy` a tensor that requires grad, a CPU tensor (its memory must be shared) and
+a tensor that behaves as a GPU tensor does (`evidence.ReportsCuda`), so an answer that would
+fail on a GPU fails here.
 """
 
 import numpy as np
 import torch
-from torch.utils.benchmark.utils.common import Measurement
+from torch.utils import benchmark
 
-from course_utils.grading import call_answer, exercise, expect, held_out
-
-
-def _is_measurement(m) -> bool:
-    return isinstance(m, Measurement) and len(m.times) > 0 and m.median > 0
-
-
-def _records(records, keys, what):
-    expect(
-        isinstance(records, dict), f"a dict with {', '.join(keys)}", type(records).__name__, what
-    )
-    missing = [k for k in keys if k not in records]
-    expect(not missing, f"the keys {', '.join(keys)}", f"no {', '.join(missing)}", what)
-    for key in keys:
-        if key.endswith("_time"):
-            expect(
-                _is_measurement(records[key]),
-                f"{key} measured by torch.utils.benchmark (Timer(...).blocked_autorange())",
-                repr(records[key])[:80],
-                what,
-            )
-
+from course_utils.grading import call_answer, exercise, expect, held_out, probe, run_probe
+from course_utils.grading.evidence import ReportsCuda, measurement, outcome, storage
 
 # Large enough that a copy costs far more than a view's bookkeeping, small enough to be quick.
 BATCH = (64, 3, 64, 64)
+COLUMNS = (1000, 300)  # a wide matrix: a Python loop pays once per column
+SAME_SIZE = 10.0  # the learner's median within this factor of the checker's own: what was timed
+MIN_RUN = 0.1  # seconds of the checker's own timing of each statement
 
 
-def verify_view_and_copy(images: torch.Tensor, records) -> str:
-    what = f"view_and_copy_costs on a batch of shape {tuple(images.shape)}"
-    _records(records, ("view", "copy", "view_time", "copy_time"), what)
-    view, copy = records["view"], records["copy"]
-    memory = images.untyped_storage().data_ptr()
+def _batch(shape, seed: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _own_median(stmt: str, **names) -> float:
+    """The checker's own measurement of `stmt` (in the judge, on the same machine)."""
+    return benchmark.Timer(stmt, globals=names).blocked_autorange(min_run_time=MIN_RUN).median
+
+
+def _timed(records: dict, key: str, stmt_kind: str, own: float, what: str) -> float:
+    m = records.get(key)
     expect(
-        view.untyped_storage().data_ptr() == memory,
-        "'view' sharing the input's memory",
-        "a tensor with memory of its own",
+        m is not None,
+        f"{key}: a Measurement of torch.utils.benchmark (Timer(...).blocked_autorange())",
+        "something else (a number typed in, or another object)",
         what,
     )
+    median = m["median"]
     expect(
-        copy.untyped_storage().data_ptr() != memory,
-        "'copy' in memory of its own (.clone())",
-        "a tensor sharing the input's",
+        own / SAME_SIZE <= median <= own * SAME_SIZE,
+        f"{key}: the time of {stmt_kind}, about {own * 1e6:.3g} us as the check measured it",
+        f"{median * 1e6:.3g} us for {m['stmt']!r}: time that operation itself",
         what,
     )
-    expect(torch.equal(view, copy), "'view' and 'copy' with equal values", "different values", what)
-    extra = copy.untyped_storage().nbytes()
-    expect(extra == images.nbytes, f"a copy of {images.nbytes:,} bytes", f"{extra:,}", what)
-    ratio = records["copy_time"].median / records["view_time"].median
+    return median
+
+
+# ---- 01.1 ---------------------------------------------------------------------------------
+
+
+@probe("01.1")
+def run_flatten(batch_flatten, view_and_copy_costs, seed: int):
+    """In the learner's process: their flatten on a small batch, then their measurement on a
+    big one; what came back, as plain data."""
+    small, images = _batch((8, 3, 4, 4), seed), _batch(BATCH, seed + 1)
+    flat = batch_flatten(small)
+    records = view_and_copy_costs(images)
+    report = {"flat": flat, "flat_shares": storage(flat) == storage(small)}
+    if isinstance(records, dict):
+        view, copy = records.get("view"), records.get("copy")
+        report["records"] = {
+            "keys": sorted(map(str, records)),
+            "view_shares": storage(view) == storage(images),
+            "copy_shares": storage(copy) == storage(images),
+            "copy_bytes": copy.untyped_storage().nbytes() if storage(copy) else None,
+            "equal": bool(torch.equal(view, copy)) if storage(view) and storage(copy) else False,
+            "view_time": measurement(records.get("view_time")),
+            "copy_time": measurement(records.get("copy_time")),
+        }
+    else:
+        report["records"] = type(records).__name__
+    return report
+
+
+@exercise("01.1", "flatten a batch without copying, and measure what a copy costs")
+def check_flatten(batch_flatten, view_and_copy_costs, seed: int = 0):
+    got = run_probe(run_flatten, batch_flatten, view_and_copy_costs, seed=seed)
+    small = _batch((8, 3, 4, 4), seed)
+    flat = got["flat"]
+    expect(type(flat) is torch.Tensor, "a tensor", type(flat).__name__, "batch_flatten")
+    expect(tuple(flat.shape) == (8, 48), "shape (8, 48)", f"shape {tuple(flat.shape)}")
     expect(
-        ratio > 3,
+        got["flat_shares"],
+        "a view sharing the input's memory",
+        "a copy (different data_ptr); use .view, .reshape or .flatten(1), not .clone()",
+    )
+    expect(torch.equal(flat, small.reshape(8, -1)), "the images flattened in order", "others")
+    images = _batch(BATCH, seed + 1)
+    what = f"view_and_copy_costs on a batch of shape {BATCH}"
+    records = got["records"]
+    expect(type(records) is dict, "a dict with view, copy, view_time, copy_time", records, what)
+    missing = [k for k in ("view", "copy", "view_time", "copy_time") if k not in records["keys"]]
+    expect(not missing, "the keys view, copy, view_time, copy_time", f"no {missing}", what)
+    expect(records["view_shares"], "'view' sharing the input's memory", "its own memory", what)
+    expect(not records["copy_shares"], "'copy' in memory of its own (.clone())", "shared", what)
+    expect(records["equal"], "'view' and 'copy' with equal values", "different values", what)
+    expect(
+        records["copy_bytes"] == images.nbytes,
+        f"a copy of {images.nbytes:,} bytes",
+        f"{records['copy_bytes']}",
+        what,
+    )
+    flat_view = images.flatten(1)
+    view = _timed(records, "view_time", "the view", _own_median("x.flatten(1)", x=images), what)
+    copy_own = _own_median("v.clone()", v=flat_view)
+    copy = _timed(records, "copy_time", "the copy", copy_own, what)
+    expect(
+        copy > 3 * view,
         "the copy several times slower than the view (it moves every byte)",
         "a copy about as fast as the view: time the copy itself, not a view",
         what,
@@ -66,78 +119,125 @@ def verify_view_and_copy(images: torch.Tensor, records) -> str:
     return f"the view shares the batch's {images.nbytes:,} bytes; the copy takes as many again"
 
 
-@exercise("01.1", "flatten a batch without copying, and measure what a copy costs")
-def check_flatten(batch_flatten, view_and_copy_costs):
-    x = torch.randn(8, 3, 4, 4)
-    got = call_answer(batch_flatten, x)
-    expect(tuple(got.shape) == (8, 48), "shape (8, 48)", f"shape {tuple(got.shape)}")
-    expect(
-        got.data_ptr() == x.data_ptr(),
-        "a view sharing the input's memory",
-        "a copy (different data_ptr); use .view, .reshape or .flatten(1), not .clone()",
-    )
-    expect(
-        torch.equal(got[3], x[3].reshape(-1)), "row 3 equal to image 3 flattened", "other values"
-    )
-    images = torch.randn(BATCH)
-    return verify_view_and_copy(images, call_answer(view_and_copy_costs, images))
+# ---- 01.2 ---------------------------------------------------------------------------------
 
 
-# A wide matrix: a Python loop pays once per column, broadcasting once in all.
-COLUMNS = (1000, 300)
+def _standardized(x: torch.Tensor) -> torch.Tensor:
+    return (x - x.mean(dim=0)) / x.std(dim=0, unbiased=False)
 
 
-def verify_broadcast_vs_loop(x: torch.Tensor, records) -> str:
-    what = f"broadcast_vs_loop on a {tuple(x.shape)} matrix"
-    _records(records, ("result", "broadcast_time", "loop_time"), what)
-    want = (x - x.mean(dim=0)) / x.std(dim=0, unbiased=False)
-    got = records["result"]
-    expect(
-        isinstance(got, torch.Tensor)
-        and got.shape == x.shape
-        and torch.allclose(got, want, atol=1e-4),
-        "'result': x standardized by column",
-        "other values",
-        what,
-    )
-    ratio = records["loop_time"].median / records["broadcast_time"].median
-    expect(
-        ratio > 1.5,
-        "the loop over columns slower than broadcasting",
-        "a loop as fast as broadcasting: time a Python loop over the columns",
-        what,
-    )
-    return f"broadcasting beats a loop over {x.shape[1]} columns, measured by torch.utils.benchmark"
+def _loop(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for j in range(x.shape[1]):
+        column = x[:, j]
+        out[:, j] = (column - column.mean()) / column.std(unbiased=False)
+    return out
+
+
+@probe("01.2")
+def run_broadcast(broadcast_vs_loop, seed: int):
+    records = broadcast_vs_loop(_batch(COLUMNS, seed))
+    if not isinstance(records, dict):
+        return type(records).__name__
+    return {
+        "keys": sorted(map(str, records)),
+        "result": records.get("result")
+        if isinstance(records.get("result"), torch.Tensor)
+        else None,
+        "broadcast_time": measurement(records.get("broadcast_time")),
+        "loop_time": measurement(records.get("loop_time")),
+    }
 
 
 @exercise("01.2", "standardize columns with broadcasting, measured against a loop")
-def check_standardize(standardize, broadcast_vs_loop):
+def check_standardize(standardize, broadcast_vs_loop, seed: int = 0):
     x = torch.arange(12.0).reshape(4, 3) ** 1.5
     got = call_answer(standardize, x.clone())
-    expect(isinstance(got, torch.Tensor), "a tensor", type(got).__name__)
+    expect(type(got) is torch.Tensor, "a tensor", type(got).__name__)
     expect(got.shape == x.shape, f"shape {tuple(x.shape)}", f"shape {tuple(got.shape)}")
-    want = (x - x.mean(dim=0)) / x.std(dim=0, unbiased=False)
     expect(
-        torch.allclose(got, want, atol=1e-5),
+        torch.allclose(got, _standardized(x), atol=1e-5),
         "each column with mean 0 and std 1",
         f"column means {got.mean(0).tolist()}",
         "standardize(x)",
     )
-    big = torch.randn(COLUMNS, generator=torch.Generator().manual_seed(0))
-    return verify_broadcast_vs_loop(big, call_answer(broadcast_vs_loop, big.clone()))
+    big = _batch(COLUMNS, seed)
+    what = f"broadcast_vs_loop on a {COLUMNS} matrix"
+    records = run_probe(run_broadcast, broadcast_vs_loop, seed=seed)
+    expect(type(records) is dict, "a dict with result, broadcast_time, loop_time", records, what)
+    missing = [k for k in ("result", "broadcast_time", "loop_time") if k not in records["keys"]]
+    expect(not missing, "the keys result, broadcast_time, loop_time", f"no {missing}", what)
+    result = records["result"]
+    expect(
+        result is not None
+        and result.shape == big.shape
+        and torch.allclose(result, _standardized(big), atol=1e-4),
+        "'result': x standardized by column",
+        "other values",
+        what,
+    )
+    fast = _timed(
+        records,
+        "broadcast_time",
+        "standardize(x)",
+        _own_median("f(x)", f=_standardized, x=big),
+        what,
+    )
+    slow = _timed(
+        records, "loop_time", "a loop over the columns", _own_median("f(x)", f=_loop, x=big), what
+    )
+    expect(
+        slow > 1.5 * fast,
+        "the loop over columns slower than broadcasting",
+        "a loop as fast as broadcasting: time a Python loop over the columns",
+        what,
+    )
+    return f"broadcasting beats a loop over {COLUMNS[1]} columns, measured by torch.utils.benchmark"
+
+
+# ---- 01.3 ---------------------------------------------------------------------------------
+
+
+@probe("01.3")
+def run_to_numpy(to_numpy):
+    """Three tensors: one that requires grad, a CPU one (is its memory shared?), and one that
+    behaves as a GPU tensor does (ReportsCuda)."""
+    w = torch.linspace(0, 1, 5, requires_grad=True)
+    grad = outcome(to_numpy, w * 2)
+    plain = torch.zeros(3)
+    shared = to_numpy(plain)
+    plain[0] = 7.0
+    shares = type(shared) is np.ndarray and shared.size == 3 and float(shared[0]) == 7.0
+    on_gpu = outcome(to_numpy, (torch.arange(3.0) + 1).as_subclass(ReportsCuda))
+    return {"grad": grad, "shares": shares, "gpu": on_gpu}
 
 
 @exercise("01.3", "a tensor to NumPy, safely")
 def check_to_numpy(to_numpy):
-    w = torch.linspace(0, 1, 5, requires_grad=True)
-    got = call_answer(to_numpy, w * 2)
-    expect(isinstance(got, np.ndarray), "a numpy.ndarray", type(got).__name__)
-    expect(np.allclose(got, np.linspace(0, 2, 5)), "[0, 0.5, 1, 1.5, 2]", got.tolist())
-    plain = torch.zeros(3)
-    shared = call_answer(to_numpy, plain)
-    plain[0] = 7.0
-    expect(shared[0] == 7.0, "an array sharing memory with a CPU tensor", "a copy (use .numpy())")
-    return "works on tensors that require grad, and shares memory on the CPU"
+    got = run_probe(run_to_numpy, to_numpy)
+    grad = got["grad"]
+    expect("raised" not in grad, "an array from a tensor that requires grad", grad.get("raised"))
+    value = grad["value"]
+    expect(type(value) is np.ndarray, "a numpy.ndarray", type(value).__name__)
+    expect(np.allclose(value, np.linspace(0, 2, 5)), "[0, 0.5, 1, 1.5, 2]", value.tolist())
+    expect(got["shares"], "an array sharing memory with a CPU tensor", "a copy (use .numpy())")
+    gpu = got["gpu"]
+    expect(
+        "raised" not in gpu,
+        "an array from a GPU tensor too (copy it to the CPU first: .cpu())",
+        gpu.get("raised"),
+        "a tensor on cuda:0",
+    )
+    expect(
+        type(gpu["value"]) is np.ndarray and np.allclose(gpu["value"], [1.0, 2.0, 3.0]),
+        "[1, 2, 3]",
+        repr(gpu["value"])[:80],
+        "a tensor on cuda:0",
+    )
+    return "works on tensors that require grad and on GPU tensors, and shares memory on the CPU"
+
+
+# ---- 01.4 ---------------------------------------------------------------------------------
 
 
 @exercise("01.4", "a gradient with autograd")
@@ -145,7 +245,7 @@ def check_gradient(grad_of_loss):
     x = torch.tensor([1.0, -2.0, 3.0])
     got = call_answer(grad_of_loss, x.clone())
     want = 3 * x**2 + 2.0
-    expect(isinstance(got, torch.Tensor), "a tensor", type(got).__name__)
+    expect(type(got) is torch.Tensor, "a tensor", type(got).__name__)
     expect(torch.allclose(got, want), want.tolist(), got.tolist(), "gradient of sum(x**3 + 2x)")
     return "d/dx sum(x^3 + 2x) = 3x^2 + 2, computed by autograd"
 
@@ -160,11 +260,13 @@ def held_out_gradient(rng, grad_of_loss):
     x = torch.tensor(points)
     got = call_answer(grad_of_loss, x.clone())
     want = 3 * x**2 + 2.0
-    right = isinstance(got, torch.Tensor) and got.shape == want.shape and torch.allclose(got, want)
+    right = type(got) is torch.Tensor and got.shape == want.shape and torch.allclose(got, want)
     shown = [round(v, 4) for v in want.tolist()]
-    expect(
-        right,
-        shown,
-        got.tolist() if isinstance(got, torch.Tensor) else repr(got),
-        f"gradient of sum(x**3 + 2x) at x={points}",
-    )
+    got_shown = got.tolist() if type(got) is torch.Tensor else repr(got)
+    expect(right, shown, got_shown, f"gradient of sum(x**3 + 2x) at x={points}")
+
+
+@held_out("01.1", cases=1)
+def held_out_flatten(rng, batch_flatten, view_and_copy_costs):
+    """Another batch: a flattened batch kept from the visible case fails it."""
+    check_flatten(batch_flatten, view_and_copy_costs, seed=rng.randrange(1, 2**20))

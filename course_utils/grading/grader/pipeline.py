@@ -1,11 +1,13 @@
 """The grading pipeline: a submission's file in, its grade out; many submissions at a time.
 
 One submission goes: read it (an unreadable one is graded 0 with the reason), build its
-grading notebook (plan.py), run it in the runner (one temporary folder, the sandbox, the
-limits), compare its check cells with the reference, keep the log, then give it a status and
-judge each exercise (verdicts.py). With a seed (`course grade` always has one) the run also
-runs the checkers' held-out cases. `course check` (learner.py) calls the same `grade_notebook`,
-without the sandbox and without a seed, so learners see the verdicts of the visible cases.
+grading notebook (plan.py), start its judge (judging.py: the checkers, outside the run), run it
+in the runner (one temporary folder, the sandbox, the limits) with the judge's socket as its one
+door out, compare its check cells with the reference, keep the log, then give it a status and
+each exercise the judge's verdict (verdicts.py). With a seed (`course grade` always has one) the
+judge also runs the checkers' held-out cases. `course check` (learner.py) calls the same
+`grade_notebook`, without the sandbox and without a seed, so learners see the verdicts of the
+visible cases.
 
 What the isolation gives and what it does not is written in README.md, section "Grading".
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 import nbformat
 
 from course_utils.files import atomic_write_text
-from course_utils.grading.exercises import FAILED, HELD_OUT_SEED, held_out_cases, registry
+from course_utils.grading.exercises import FAILED, JUDGE_VARIABLE, held_out_cases, registry
 from course_utils.grading.grader.gradebook import (
     ERROR,
     UNREADABLE,
@@ -28,6 +30,7 @@ from course_utils.grading.grader.gradebook import (
     SubmissionGrade,
     safe_name,
 )
+from course_utils.grading.grader.judging import judge_beside
 from course_utils.grading.grader.plan import GradingPlan, Lesson, build_grading_notebook
 from course_utils.grading.grader.submissions import Submission, read_notebook
 from course_utils.grading.grader.verdicts import _status, compare_checks, exercise_grades
@@ -83,17 +86,21 @@ def _grade_run(
     sanitize: Path | None,
     logs: Path | None,
 ) -> None:
-    """Run the plan's notebook, compare its checks, keep its log, and judge it into `grade`."""
+    """Run the plan's notebook beside its judge, compare its checks, keep its log, and grade it
+    from the judge's verdicts into `grade`."""
     grade.notes, grade.flags = plan.notes, plan.flags
-    variables = {} if grade.seed is None else {HELD_OUT_SEED: str(grade.seed)}
     name = f"{lesson.lesson}_grading.ipynb"
-    run = nbval_runner.run_notebook(plan.notebook, name, limits, variables)
+    with judge_beside(grade.seed, limits) as judge:
+        sockets = {JUDGE_VARIABLE: judge.socket}
+        run = nbval_runner.run_notebook(plan.notebook, name, limits, sockets=sockets)
     compare_checks(plan, lesson, run, outputs.sanitize_rules(sanitize))
     if logs is not None:
         atomic_write_text(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
     grade.status, grade.reason = _status(plan, run, limits)
     held_out = {} if grade.seed is None else {i: held_out_cases(i) for i in plan.cells}
-    grade.exercises = exercise_grades(plan, run, limits.cell_timeout, _titles(), held_out)
+    grade.exercises = exercise_grades(
+        plan, run, judge.verdicts, limits.cell_timeout, _titles(), held_out
+    )
 
 
 def _titles() -> dict[str, str]:

@@ -1,19 +1,19 @@
-"""From a run's records to grades: the rules that give points.
+"""From the judge's verdicts and a run's records to grades: the rules that give points.
 
-An exercise earns its points when its check cell printed "passed" AND the check cell's outputs
-equal the reference's (`compare_checks`, by nbval's rules, outside the sandbox): an edited check
-cell or a printed fake "passed" earns nothing (`judge`); where the exercise has held-out cases,
-they must all pass too (`with_held_out`, from the run's side channel). The submission as a whole
-gets a status
-(`_status`): ok, or why the run ended early (its time limit, a cell's, a dead kernel, nothing
-ran); the points of the checks that ran before stay.
+An exercise earns its points when the judge (grading/judge.py, outside the learner's reach)
+passed it AND its check cell ran with outputs equal to the reference's (`compare_checks`, by
+nbval's rules, outside the sandbox): what the run printed or wrote never earns a point; a check
+cell whose output differs loses it (`judge`). Where the exercise has held-out cases, the judge
+must have run them all and all must pass (`with_held_out`). The submission as a whole gets a
+status (`_status`): ok, or why the run ended early (its time limit, a cell's, a dead kernel,
+nothing ran); the points of the checks that ran before stay.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from course_utils.grading.exercises import FAILED, HELD_OUT_KIND, PASSED, parse_results
+from course_utils.grading.exercises import FAILED, NOT_ATTEMPTED, PASSED, Result
 from course_utils.grading.grader.gradebook import CRASHED, ERROR, OK, TIMEOUT, ExerciseGrade
 from course_utils.grading.grader.plan import GradingPlan, Lesson
 from course_utils.grading.runner import outputs
@@ -39,13 +39,14 @@ def compare_checks(plan: GradingPlan, lesson: Lesson, run: Run, rules: dict[str,
 def exercise_grades(
     plan: GradingPlan,
     run: Run,
+    judged: dict[str, dict],
     cell_timeout: float,
     titles: dict[str, str],
     held_out: dict[str, int] | None = None,
 ) -> list[ExerciseGrade]:
-    """Every exercise of the plan judged from the run's records (`titles`: id -> title;
-    `held_out`: id -> its held-out cases, for a grade that ran them)."""
-    reported = held_out_lines(run.channel)
+    """Every exercise of the plan: the judge's verdict (`judged`: id -> its last verdict line),
+    held against the run's records of its cells (`titles`: id -> title; `held_out`: id -> its
+    held-out cases, for a grade that ran them)."""
     grades = []
     for ex_id, (exercise_cell, check_cell) in plan.cells.items():
         grade = judge(
@@ -55,24 +56,20 @@ def exercise_grades(
             run.records.get(exercise_cell),
             run.records.get(check_cell),
             cell_timeout,
+            judged.get(ex_id),
         )
         cases = (held_out or {}).get(ex_id, 0)
-        grades.append(with_held_out(grade, cases, reported.get(ex_id)) if cases else grade)
+        grades.append(with_held_out(grade, cases, judged.get(ex_id)) if cases else grade)
     return grades
-
-
-def held_out_lines(lines: list[dict]) -> dict[str, dict]:
-    """The held-out report of each exercise on a run's side channel (the last one wins)."""
-    return {str(line.get("exercise")): line for line in lines if line.get("kind") == HELD_OUT_KIND}
 
 
 def with_held_out(grade: ExerciseGrade, cases: int, line: dict | None) -> ExerciseGrade:
     """`grade` once its `cases` held-out cases are counted: a passing exercise keeps its points
-    only when every case passed (`line`: what the run reported for it, None when nothing)."""
+    only when the judge ran every case and every case passed (`line`: its verdict line)."""
     if grade.verdict != PASSED:
         return replace(grade, held_out=cases)
-    passed = line.get("passed") if line else None
-    if not line or line.get("cases") != cases or not isinstance(passed, int):
+    passed = line.get("held_out_passed") if line else None
+    if not line or line.get("held_out") != cases or type(passed) is not int:
         return replace(
             grade,
             verdict=FAILED,
@@ -102,8 +99,11 @@ def judge(
     exercise: dict | None,
     check: dict | None,
     cell_timeout: float,
+    judged: dict | None,
 ) -> ExerciseGrade:
-    """The verdict of one exercise from nbval's records of its exercise and check cells."""
+    """The verdict of one exercise: the judge's (`judged`), given that its check cell ran
+    (nbval's records of the exercise and check cells). What the cell printed decides nothing;
+    it can only cost the points, when it differs from the reference's."""
 
     def failed(message: str) -> ExerciseGrade:
         return ExerciseGrade(ex_id, title, points, FAILED, message)
@@ -113,22 +113,25 @@ def judge(
         context = f" (your exercise cell did not run cleanly: {_cell_problem(exercise)})"
     if check is None:
         return failed("not graded: the notebook stopped before this check ran" + context)
-    result = parse_results(check["stdout"]).get(ex_id)
-    if result is None:
+    if judged is None:
         if check.get("timed_out") and not check.get("died"):
             return failed(
                 f"the check did not finish within {cell_timeout:g} s (an endless loop?)" + context
             )
-        return failed(f"the check printed no verdict: {_cell_problem(check)}{context}")
-    if result.verdict == PASSED and not check["ok"]:
-        extra = check["stdout"].replace(result.line(), "").strip() + "\n" + check["stderr"]
+        return failed(f"the check never reached the judge: {_cell_problem(check)}{context}")
+    verdict, message = str(judged.get("verdict")), str(judged.get("message", ""))
+    if verdict == PASSED and not check["ok"]:
+        printed = Result(ex_id, verdict, message).line()
+        extra = check.get("stdout", "").replace(printed, "") + "\n" + check.get("stderr", "")
         extra = extra.strip()
         return failed(
             "the check passed, but the check cell's output differs from the reference "
             "solution's: your code printed or warned during the check"
             + (f": {outputs.clip(extra, 200)!r}" if extra else "")
         )
-    return ExerciseGrade(ex_id, title, points, result.verdict, result.message + context)
+    if verdict not in (PASSED, FAILED, NOT_ATTEMPTED):
+        return failed(f"the judge gave no verdict ({verdict!r})")
+    return ExerciseGrade(ex_id, title, points, verdict, message + context)
 
 
 def _cell_problem(rec: dict) -> str:

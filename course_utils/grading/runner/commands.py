@@ -4,8 +4,8 @@ Both run `pytest --nbval` on the notebook with the two plugins (nbval_record, ke
 the per-cell time limit, and the run's token and thread counts (`sandbox.run_variables`). In
 the sandbox the notebook and pytest.ini are bound read-only and the record is the one host file
 the run writes; as the grader's user (`course check`, `course grade --no-sandbox`) HOME and
-TMPDIR are the notebook's folder. Either way the run gets its side channel (channel.py) and the
-caller's `variables` (the run's own settings win over them).
+TMPDIR are the notebook's folder. Either way the run gets the caller's `variables` (the run's own
+settings win over them) and its `sockets`, each variable naming its socket as the run sees it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from course_utils.grading.runner import channel, sandbox
+from course_utils.grading.runner import sandbox
 from course_utils.grading.runner.limits import Limits
 
 PLUGINS = (f"{__package__}.nbval_record", f"{__package__}.kernel_watch")  # loaded with -p
@@ -29,11 +29,13 @@ def command(
     private: Path,
     token: str,
     variables: Mapping[str, str] | None = None,
+    sockets: Mapping[str, Path] | None = None,
 ):
     """(argv, environment) of the run of `notebook`; `private` holds the run's own files;
-    `variables` are set in the run (pytest and its kernel)."""
+    `variables` are set in the run (pytest and its kernel); `sockets`: variable -> a Unix socket
+    of the caller's, shown in the run."""
     build = _sandboxed if limits.sandbox else _unsandboxed
-    return build(notebook, limits, private, token, dict(variables or {}))
+    return build(notebook, limits, private, token, dict(variables or {}), dict(sockets or {}))
 
 
 def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) -> list[str]:
@@ -65,7 +67,9 @@ def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) ->
     ]
 
 
-def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str, variables: dict):
+def _unsandboxed(
+    notebook: Path, limits: Limits, private: Path, token: str, variables: dict, sockets: dict
+):
     """Command and environment of a run as the grader's user."""
     (notebook.parent / "tmp").mkdir(exist_ok=True)
     cmd = pytest_command(
@@ -74,7 +78,7 @@ def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str, vari
     env = {
         **os.environ,
         **variables,
-        channel.VARIABLE: str(private / channel.FILE),
+        **{name: str(path) for name, path in sockets.items()},
         "HOME": str(notebook.parent),
         "TMPDIR": str(notebook.parent / "tmp"),
         # its own build folder: runs side by side (-j) never build into the same one
@@ -84,10 +88,13 @@ def _unsandboxed(notebook: Path, limits: Limits, private: Path, token: str, vari
     return cmd, env
 
 
-def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str, variables: dict):
+def _sandboxed(
+    notebook: Path, limits: Limits, private: Path, token: str, variables: dict, sockets: dict
+):
     """Command and environment of a run in the sandbox: the notebook and pytest.ini are shown
-    read-only; the record and the channel are the host files it writes."""
+    read-only; the record is the host file it writes; each socket is bound into RUN_DIR."""
     home, run = sandbox.HOME, sandbox.RUN_DIR
+    inside = {name: f"{run}/{name.lower()}.sock" for name in sockets}
     files = [
         (str(notebook), f"{home}/{notebook.name}"),
         (str(private / INI), f"{run}/{INI}"),
@@ -100,11 +107,11 @@ def _sandboxed(notebook: Path, limits: Limits, private: Path, token: str, variab
         files=tuple(files),
         writable=(
             (str(private / RECORD), f"{run}/{RECORD}"),
-            (str(private / channel.FILE), f"{run}/{channel.FILE}"),
+            *((str(path), inside[name]) for name, path in sockets.items()),
         ),
         env={
             **variables,
-            channel.VARIABLE: f"{run}/{channel.FILE}",
+            **inside,
             **sandbox.sandbox_env(token, limits.threads),
         },
         max_disk=limits.max_disk,

@@ -10,7 +10,9 @@ Either way the child starts through `processes.started` (a session of its own) w
 token and OMP/MKL threads set, dumps no core and writes no file over its size limit. At the
 notebook's time limit, or when it ends, every process of the run is ended (leftovers.py). A run
 has one temporary folder, removed when it ends: the notebook (`run_notebook`) and the run's own
-files (record, channel, log, pytest.ini, the sandbox's /etc files).
+files (record, log, pytest.ini, the sandbox's /etc files). A caller's Unix sockets (`sockets`:
+a variable name -> the socket's path) are shown inside the run, each variable naming its path as
+the run sees it: the one door a run has to a process of the caller's (`course grade`'s judge).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from course_utils import processes
-from course_utils.grading.runner import cgroups, channel, commands, leftovers
+from course_utils.grading.runner import cgroups, commands, leftovers
 from course_utils.grading.runner.limits import Limits
 
 MAX_RECORD_BYTES = 20 * 2**20  # what is read of a run's record (a flood of lines stops there)
@@ -42,7 +44,6 @@ class Run:
     timed_out: bool  # the per-notebook limit was hit
     returncode: int | None
     log: str
-    channel: list[dict] = field(default_factory=list)  # what the run appended (channel.py)
 
 
 def run_notebook(
@@ -50,15 +51,16 @@ def run_notebook(
     name: str,
     limits: Limits,
     variables: Mapping[str, str] | None = None,
+    sockets: Mapping[str, Path] | None = None,
 ) -> Run:
     """Run `notebook`, written as `name` into the run's temporary folder, within the limits;
-    `variables` are set in the run."""
+    `variables` are set in the run, and `sockets` shown in it."""
     with _temporary_folder("course-grade-") as folder:
         (folder / "home").mkdir()
         (folder / "run").mkdir()
         path = folder / "home" / name
         nbformat.write(notebook, path)
-        return run_in(path, limits, folder / "run", variables)
+        return run_in(path, limits, folder / "run", variables, sockets)
 
 
 def run_nbval(notebook: Path, limits: Limits) -> Run:
@@ -71,22 +73,24 @@ def run_nbval(notebook: Path, limits: Limits) -> Run:
 
 
 def run_in(
-    notebook: Path, limits: Limits, private: Path, variables: Mapping[str, str] | None = None
+    notebook: Path,
+    limits: Limits,
+    private: Path,
+    variables: Mapping[str, str] | None = None,
+    sockets: Mapping[str, Path] | None = None,
 ) -> Run:
-    """Run `notebook`, with the run's own files (record, channel, log, pytest.ini) in
-    `private`."""
+    """Run `notebook`, with the run's own files (record, log, pytest.ini) in `private`."""
     token = uuid.uuid4().hex
     (private / commands.INI).write_text("[pytest]\n")
     (private / commands.RECORD).touch()
-    (private / channel.FILE).touch()
     with cgroups.process_cap(limits.max_procs if limits.sandbox else 0) as group:
-        cmd, env = commands.command(notebook, limits, private, token, variables)
+        cmd, env = commands.command(notebook, limits, private, token, variables, sockets)
         if group is not None:
             cmd = group.enter_command() + cmd
         timed_out, returncode = _run(cmd, env, private, token, limits, group)
     log = (private / LOG).read_bytes()[-LOG_TAIL:].decode("utf-8", errors="replace")
     records = read_records(private / commands.RECORD)
-    return Run(records, timed_out, returncode, log, channel.read(private / channel.FILE))
+    return Run(records, timed_out, returncode, log)
 
 
 def _run(cmd, env, cwd: Path, token: str, limits: Limits, group) -> tuple[bool, int | None]:

@@ -12,16 +12,17 @@ def flatten(x):
     return x.flatten(1)
 
 
-def view_and_copy_costs(images, *, copy=lambda t: t.clone(), time_copy="v.clone()"):
+def view_and_copy_costs(
+    images, *, copy=lambda t: t.clone(), time_copy="v.clone()", time_view="images.flatten(1)"
+):
     view = flatten(images)
     names = {"images": images, "v": view}
+    timer = partial(benchmark.Timer, globals=names)
     return {
         "view": view,
         "copy": copy(view),
-        "view_time": benchmark.Timer("images.flatten(1)", globals=names).blocked_autorange(
-            min_run_time=0.05
-        ),
-        "copy_time": benchmark.Timer(time_copy, globals=names).blocked_autorange(min_run_time=0.05),
+        "view_time": timer(time_view).blocked_autorange(min_run_time=0.05),
+        "copy_time": timer(time_copy).blocked_autorange(min_run_time=0.05),
     }
 
 
@@ -43,7 +44,14 @@ def test_flatten_that_copies_fails():
 def test_measurement_that_times_a_view_as_the_copy_fails():
     wrong = run_check("01.1", flatten, partial(view_and_copy_costs, time_copy="v.view(-1)"))
     assert wrong.verdict == "failed"
-    assert "the copy several times slower than the view" in wrong.message
+    assert "copy_time: the time of the copy" in wrong.message and "'v.view(-1)'" in wrong.message
+
+
+def test_measurement_of_nothing_fails():
+    """Timer("pass") where the view should be timed: far from the check's own measurement."""
+    wrong = run_check("01.1", flatten, partial(view_and_copy_costs, time_view="pass"))
+    assert wrong.verdict == "failed"
+    assert "view_time: the time of the view" in wrong.message and "'pass'" in wrong.message
 
 
 def test_measurement_with_typed_figures_or_no_copy_fails():
@@ -51,7 +59,7 @@ def test_measurement_with_typed_figures_or_no_copy_fails():
         return {**view_and_copy_costs(images), "copy_time": 0.004}
 
     wrong = run_check("01.1", flatten, typed)
-    assert "copy_time measured by torch.utils.benchmark" in wrong.message
+    assert "copy_time: a Measurement of torch.utils.benchmark" in wrong.message
     shared = run_check("01.1", flatten, partial(view_and_copy_costs, copy=lambda t: t))
     assert "'copy' in memory of its own" in shared.message
 
@@ -104,6 +112,15 @@ def test_to_numpy():
     assert no_detach.verdict == "failed" and "RuntimeError" in no_detach.message
     copies = run_check("01.3", lambda t: t.detach().clone().numpy())
     assert "sharing memory" in copies.message
+
+
+def test_to_numpy_that_fails_on_a_gpu_tensor_fails():
+    """t.detach().numpy() works on the CPU and raises on a GPU tensor: the check's tensor that
+    behaves as a GPU tensor does shows it on the CPU."""
+    wrong = run_check("01.3", lambda t: t.detach().numpy())
+    assert wrong.verdict == "failed" and "a tensor on cuda:0" in wrong.message
+    assert "TypeError: can't convert cuda:0 device type tensor to numpy" in wrong.message
+    assert run_check("01.3", lambda t: t.numpy(force=True)).passed
 
 
 def test_gradient():
