@@ -19,7 +19,7 @@ Releasing and authoring the lessons, and `make test-gpu`, are course tooling: co
 Library code never imports this package, except lessons' `check`/`summary`.
 """
 
-from course_utils.grading.answers import CheckFailed, probe, run_probe
+from course_utils.grading.answers import CheckFailed, NotAttempted, probe, run_probe
 from course_utils.grading.exercises import (
     FAILED,
     NOT_ATTEMPTED,
@@ -43,6 +43,7 @@ from course_utils.grading.exercises import (
 __all__ = [
     "FAILED",
     "NOT_ATTEMPTED",
+    "NotAttempted",
     "PASSED",
     "CheckFailed",
     "Exercise",

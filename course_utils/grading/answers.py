@@ -38,6 +38,11 @@ class CheckFailed(Exception):
     """Raised by a checker for a wrong answer; the message says what was expected and what came."""
 
 
+class NotAttempted(NotImplementedError):
+    """The learner has not done this yet; the message says what to do first ("run ... first").
+    A stub's plain NotImplementedError is not attempted too, with the message `check` gives."""
+
+
 class AnswerRaised(Exception):
     """The learner's code raised `kind` (its type's name) with `message`, in its own process."""
 
@@ -143,6 +148,8 @@ def _from_reply(reply: dict, data: bytes):
         except wire.NotPlain as e:
             raise CheckFailed(str(e)) from None
     kind, message = str(reply.get("kind", "")), str(reply.get("message", ""))
+    if kind == "NotAttempted":
+        raise NotAttempted(message)
     if kind == "NotImplementedError":
         raise NotImplementedError(message)
     if kind == "CheckFailed":

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from course_utils.grading import answers as answer_proxies
-from course_utils.grading.answers import AnswerExited, AnswerRaised, CheckFailed
+from course_utils.grading.answers import AnswerExited, AnswerRaised, CheckFailed, NotAttempted
 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted yet"
 VERDICT_LINE = re.compile(r"^\[(?P<id>\d\d\.\d+)\] (?P<verdict>passed|failed|not attempted yet)")
@@ -220,6 +220,8 @@ def run_check(exercise_id: str, *answers, **params) -> Result:
         return Result(exercise_id, FAILED, f"unknown exercise id; known ids: {known}")
     try:
         note = exercises[exercise_id].checker(*_proxies(answers), **params)
+    except NotAttempted as e:
+        return Result(exercise_id, NOT_ATTEMPTED, str(e))
     except NotImplementedError:
         return Result(
             exercise_id, NOT_ATTEMPTED, "replace `raise NotImplementedError` in the exercise cell"

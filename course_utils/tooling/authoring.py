@@ -5,7 +5,10 @@ solutions/*.ipynb are the single source. To edit one comfortably as text:
     ...edit /tmp/01.py...
     python -m course_utils.tooling.authoring build /tmp/01.py solutions/01_tensors.ipynb
 (`build` executes it)
-then `course release`. A cell header carries metadata as key=JSON pairs, for example
+then `course release`. To run a solution notebook again as it is (after a helper or a checker
+changed what it prints), keeping its cell ids:
+    python -m course_utils.tooling.authoring execute solutions/01_tensors.ipynb
+A cell header carries metadata as key=JSON pairs, for example
     # %% tags=["nbval-ignore-output"]
     # %% course={"exercise": "01.2", "role": "exercise", "points": 1}
     # %% [markdown]
@@ -114,7 +117,17 @@ def build(source: Path, target: Path) -> None:
     print(f"built and executed {target} in {seconds:.1f} s")
 
 
+def execute_in_place(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    seconds = execute(nb, path.parent)
+    atomic_write_text(path, nbformat.writes(nb) + "\n")
+    print(f"executed {path} in {seconds:.1f} s")
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "execute":
+        execute_in_place(Path(argv[1]))
+        return 0
     if len(argv) != 3 or argv[0] not in ("build", "to-py"):
         print(__doc__)
         return 2
