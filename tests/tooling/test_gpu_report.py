@@ -3,8 +3,8 @@
 import pytest
 
 from course_utils import processes
-from course_utils.tooling import gpu_report
 from course_utils.paths import REPO_ROOT
+from course_utils.tooling import gpu_report
 
 
 def test_plan_runs_benchmarks_references_gpu_tests_and_every_lesson():
