@@ -160,16 +160,17 @@ def run_held_out(exercise_id: str, seed: int, *answers, **params) -> HeldOutResu
         return None
     proxies = _proxies(answers, quiet=True)
     passed, failures = 0, []
-    for case in range(found.cases):
-        try:
-            found.checker(case_rng(seed, exercise_id, case), *proxies, **params)
-            passed += 1
-        except (CheckFailed, AssertionError) as e:
-            failures.append(str(e) or "the answer did not pass the case")
-        except (ConnectionError, OSError):
-            raise  # the kernel went away: not the answer's verdict
-        except Exception as e:  # noqa: BLE001 (a checker's own bug is reported, not raised)
-            failures.append(_raised(e))
+    with answer_proxies.quiet():  # the checker's own output too (in the judge: its log)
+        for case in range(found.cases):
+            try:
+                found.checker(case_rng(seed, exercise_id, case), *proxies, **params)
+                passed += 1
+            except (CheckFailed, AssertionError) as e:
+                failures.append(str(e) or "the answer did not pass the case")
+            except (ConnectionError, OSError):
+                raise  # the kernel went away: not the answer's verdict
+            except Exception as e:  # a checker's own bug is reported, not raised
+                failures.append(_raised(e))
     return HeldOutResult(exercise_id, found.cases, passed, tuple(f[:300] for f in failures[:3]))
 
 

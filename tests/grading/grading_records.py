@@ -5,11 +5,14 @@ so the grader's rules are tested on the very shape they read. No process is star
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from types import SimpleNamespace
 
 import nbformat
 
-from course_utils.grading.exercises import HELD_OUT_SEED, HeldOutResult, held_out_cases
+from course_utils.grading.exercises import held_out_cases, parse_results
+from course_utils.grading.grader.judging import Judge
 from course_utils.grading.runner.kernel_watch import KernelDied
 from course_utils.grading.runner.nbval_record import cell_record
 from course_utils.grading.runner.nbval_runner import Run
@@ -65,20 +68,42 @@ def dead_before(number: int) -> dict:
     return record(number, problem=RuntimeError("Kernel dead on test start"))
 
 
-def run_of(*records: dict, timed_out: bool = False, returncode: int | None = 0, channel=()) -> Run:
-    """A run that wrote `records` (and `channel` on its side channel); `timed_out`: the
-    notebook's time limit ended it."""
+def run_of(*records: dict, timed_out: bool = False, returncode: int | None = 0) -> Run:
+    """A run that wrote `records`; `timed_out`: the notebook's time limit ended it."""
     code = None if timed_out else returncode
-    return Run({r["cell"]: r for r in records}, timed_out, code, "", list(channel))
+    return Run({r["cell"]: r for r in records}, timed_out, code, "")
 
 
-def held_out_all_passed(said: dict[str, str], variables) -> list[dict]:
-    """What a run of the instructor's grade (a seed in `variables`) puts on its side channel
-    when each check that printed `said[id]` passed and so did all of its held-out cases."""
-    if not (variables or {}).get(HELD_OUT_SEED):
-        return []
-    return [
-        HeldOutResult(ex_id, held_out_cases(ex_id), held_out_cases(ex_id)).line()
-        for ex_id, text in said.items()
-        if held_out_cases(ex_id) and text.startswith(f"[{ex_id}] passed")
-    ]
+class FakeJudge:
+    """Stands in for `judging.judge_beside` (no judge process starts): an honest kernel's judge,
+    whose verdict for each exercise is what its check cell printed (`said`, which a fake runner
+    fills), with every held-out case passed for a passing check in a grade with a seed.
+    `overrule` gives the judge's own verdict line for an exercise instead (a forged "passed")."""
+
+    def __init__(self):
+        self.said: dict[str, str] = {}
+        self.overrule: dict[str, dict] = {}
+        self.seeds: list[int | None] = []
+
+    @contextlib.contextmanager
+    def __call__(self, seed, limits):
+        self.seeds.append(seed)
+        self.said = {}
+        judge = Judge(Path("/nonexistent/judge.sock"))
+        yield judge
+        judge.verdicts = {**verdicts_from(self.said, seed), **self.overrule}
+
+
+def verdicts_from(said: dict[str, str], seed: int | None) -> dict[str, dict]:
+    """The judge's verdict lines for check cells that printed `said` (id -> text)."""
+    lines = {}
+    for ex_id, text in said.items():
+        result = parse_results(text).get(ex_id)
+        if result is None:
+            continue
+        line = {"exercise": ex_id, "verdict": result.verdict, "message": result.message}
+        cases = held_out_cases(ex_id)
+        if seed is not None and cases and result.passed:
+            line.update(held_out=cases, held_out_passed=cases, failures=[])
+        lines[ex_id] = line
+    return lines

@@ -4,9 +4,9 @@ The runner is replaced by one that answers with records as nbval_record writes t
 
 import nbformat
 import pytest
-from grading_records import record, run_of
+from grading_records import FakeJudge, record, run_of
 
-from course_utils.grading.grader import learner
+from course_utils.grading.grader import learner, pipeline
 from course_utils.grading.grader.gradebook import ExerciseGrade, SubmissionGrade
 from course_utils.grading.runner import nbval_runner
 from course_utils.paths import REPO_ROOT
@@ -14,10 +14,13 @@ from course_utils.paths import REPO_ROOT
 SOLUTION = REPO_ROOT / "solutions" / "01_tensors.ipynb"
 
 
-def runner_saying(texts, seen):
-    """A runner whose check cells print `texts[id]`; it keeps the limits it was given."""
+def runner_saying(texts, seen, judge=None):
+    """A runner whose check cells print `texts[id]` (and whose judge, when given, decided so);
+    it keeps the limits it was given."""
 
-    def run_notebook(notebook, name, limits, variables=None):
+    def run_notebook(notebook, name, limits, variables=None, sockets=None):
+        if judge is not None:
+            judge.said.update({k: v for k, v in texts.items() if v})
         seen.append(limits)
         records = []
         for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
@@ -38,9 +41,19 @@ def reference_texts():
     }
 
 
-def test_course_check_runs_without_a_sandbox_and_passes_a_solution(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def judge(monkeypatch):
+    fake = FakeJudge()
+    monkeypatch.setattr(pipeline, "judge_beside", fake)
+    return fake
+
+
+def test_course_check_runs_without_a_sandbox_and_passes_a_solution(
+    tmp_path, monkeypatch, capsys, judge
+):
     seen = []
-    monkeypatch.setattr(nbval_runner, "run_notebook", runner_saying(reference_texts(), seen))
+    runner = runner_saying(reference_texts(), seen, judge)
+    monkeypatch.setattr(nbval_runner, "run_notebook", runner)
     path = tmp_path / "01_tensors.ipynb"
     path.write_text(SOLUTION.read_text())
     monkeypatch.chdir(REPO_ROOT)
@@ -50,11 +63,12 @@ def test_course_check_runs_without_a_sandbox_and_passes_a_solution(tmp_path, mon
     assert out[1] == "lesson 01: 4/4 exercises passing (4/4 points)"
     [limits] = seen
     assert (limits.sandbox, limits.timeout, limits.cell_timeout) == (False, 600, 120)
+    assert judge.seeds == [None]  # the learner's own view: the visible cases, no held-out ones
 
 
-def test_course_check_fails_when_a_check_fails(tmp_path, monkeypatch, capsys):
+def test_course_check_fails_when_a_check_fails(tmp_path, monkeypatch, capsys, judge):
     texts = reference_texts() | {"01.2": "[01.2] failed: column 0 has mean 3\n"}
-    monkeypatch.setattr(nbval_runner, "run_notebook", runner_saying(texts, []))
+    monkeypatch.setattr(nbval_runner, "run_notebook", runner_saying(texts, [], judge))
     path = tmp_path / "01_tensors.ipynb"
     path.write_text(SOLUTION.read_text())
     assert learner.check_lesson("01", path) == 1
@@ -84,7 +98,7 @@ def test_report_shows_status_and_notes():
     assert learner.report(grade).splitlines() == [
         "lesson 01: 1/2 exercises passing (2/3 points)",
         "  status crashed: the kernel died in code cell 3",
-        "  01.1 flatten: failed: not graded",
+        "  01.1 flatten: failed: not graded [the instructor's grade also runs 1 held-out cases]",
         "  01.2 scale: passed",
         "  note: exercise 01.1: 2 cells carry this id",
     ]

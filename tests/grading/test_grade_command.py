@@ -7,10 +7,10 @@ import signal
 
 import nbformat
 import pytest
-from grading_records import held_out_all_passed, record, run_of
+from grading_records import FakeJudge, record, run_of
 
 from course_utils.cli import build_parser, main
-from course_utils.grading.grader import command
+from course_utils.grading.grader import command, pipeline
 from course_utils.grading.runner import nbval_runner, sandbox
 from course_utils.paths import REPO_ROOT
 
@@ -65,9 +65,12 @@ def test_check_sandbox_refuses_with_the_reason(monkeypatch, tmp_path):
     command.check_sandbox(command.limits_from_args(args("--no-sandbox")), [visible[0]])
 
 
-def fake_runner(notebook, name, limits, variables=None):
+JUDGE = FakeJudge()
+
+
+def fake_runner(notebook, name, limits, variables=None, sockets=None):
     """Every cell ran; each check printed its solution's verdict, but 01.3's said failed; the
-    held-out cases of the passing checks passed."""
+    judge (JUDGE) decided as they printed, the held-out cases of the passing checks passed."""
     records = []
     solution = nbformat.read(SOLUTION, 4)
     texts = {
@@ -82,11 +85,13 @@ def fake_runner(notebook, name, limits, variables=None):
             records.append(record(number, texts[ex_id], check=ex_id))
         else:
             records.append(record(number))
-    return run_of(*records, channel=held_out_all_passed(texts, variables))
+    JUDGE.said.update(texts)
+    return run_of(*records)
 
 
 def test_a_whole_grading_run_writes_every_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(nbval_runner, "run_notebook", fake_runner)
+    monkeypatch.setattr(pipeline, "judge_beside", JUDGE)
     monkeypatch.chdir(REPO_ROOT)
     subs = tmp_path / "subs"
     (subs / "ann").mkdir(parents=True)

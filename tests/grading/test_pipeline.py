@@ -1,9 +1,11 @@
 """grader/pipeline: a submission's file in, its grade out, with the runner replaced by one that
 answers with records as nbval_record writes them (no notebook runs here)."""
 
+import pathlib
+
 import nbformat
 import pytest
-from grading_records import record, run_of
+from grading_records import FakeJudge, record, run_of
 
 from course_utils.grading.exercises import registry
 from course_utils.grading.grader import gradebook, pipeline
@@ -25,15 +27,16 @@ def lesson():
 
 class FakeRunner:
     """Stands in for `nbval_runner.run_notebook`: every code cell ran; each check cell printed
-    what `said` gives for its exercise (the reference's own text when not given)."""
+    what `said` gives for its exercise (the reference's own text when not given), and the judge
+    (`judge`, a FakeJudge put in for the judge process) decided what the check printed."""
 
-    def __init__(self, lesson, said=None, log="pytest said this\n"):
+    def __init__(self, lesson, said=None, log="pytest said this\n", judge=None):
         self.lesson, self.said, self.log, self.calls = lesson, said or {}, log, []
-        self.variables = []
+        self.sockets, self.judge = [], judge
 
-    def __call__(self, notebook, name, limits, variables=None):
+    def __call__(self, notebook, name, limits, variables=None, sockets=None):
         self.calls.append((notebook, name, limits))
-        self.variables.append(variables)
+        self.sockets.append(sockets)
         records = []
         for number, cell in enumerate(c for c in notebook.cells if c.cell_type == "code"):
             meta = cell.metadata.get("course", {})
@@ -41,11 +44,20 @@ class FakeRunner:
                 ex_id = meta["exercise"]
                 text = self.said.get(ex_id, self.lesson.reference[ex_id][0]["text"])
                 records.append(record(number, text, check=ex_id))
+                if self.judge is not None:
+                    self.judge.said[ex_id] = text
             else:
                 records.append(record(number))
         run = run_of(*records)
         run.log = self.log
         return run
+
+
+@pytest.fixture
+def judge(monkeypatch):
+    fake = FakeJudge()
+    monkeypatch.setattr(pipeline, "judge_beside", fake)
+    return fake
 
 
 def submit(tmp_path, nb, name="ann__01_tensors.ipynb"):
@@ -54,8 +66,10 @@ def submit(tmp_path, nb, name="ann__01_tensors.ipynb"):
     return path
 
 
-def test_a_full_submission_earns_every_point_and_keeps_its_log(tmp_path, monkeypatch, lesson):
-    runner = FakeRunner(lesson)
+def test_a_full_submission_earns_every_point_and_keeps_its_log(
+    tmp_path, monkeypatch, lesson, judge
+):
+    runner = FakeRunner(lesson, judge=judge)
     monkeypatch.setattr(nbval_runner, "run_notebook", runner)
     path = submit(tmp_path, nbformat.read(SOLUTION, 4))
     grade = pipeline.grade_notebook(path, lesson, LIMITS, "ann", SANITIZE_FILE, tmp_path / "logs")
@@ -67,11 +81,34 @@ def test_a_full_submission_earns_every_point_and_keeps_its_log(tmp_path, monkeyp
     [(notebook, name, limits)] = runner.calls
     assert name == "01_grading.ipynb" and limits is LIMITS
     assert all(c.get("outputs", []) == [] for c in notebook.cells)  # no reference goes in
+    assert runner.sockets == [{"COURSE_JUDGE": pathlib.Path("/nonexistent/judge.sock")}]
+    assert judge.seeds == [None]  # no seed: no held-out cases
 
 
-def test_a_check_that_prints_more_than_the_reference_fails(tmp_path, monkeypatch, lesson):
+def test_what_the_run_printed_earns_nothing_the_judge_decides(tmp_path, monkeypatch, lesson, judge):
+    """A notebook whose check cells print the reference's lines (a replaced print, a hooked
+    cell) but whose answers the judge failed gets no point; a passed verdict needs both."""
+    monkeypatch.setattr(nbval_runner, "run_notebook", FakeRunner(lesson, judge=judge))
+    judge.overrule = {
+        "01.1": {"exercise": "01.1", "verdict": "failed", "message": "expected shape (8, 48)"},
+        "01.4": {"exercise": "01.4", "verdict": "not attempted yet", "message": "stub"},
+    }
+    grade = pipeline.grade_notebook(submit(tmp_path, nbformat.read(SOLUTION, 4)), lesson, LIMITS)
+    points = {e.exercise_id: e.points for e in grade.exercises}
+    assert points == {"01.1": 0, "01.2": 1, "01.3": 1, "01.4": 0}
+    assert grade.exercises[0].message == "expected shape (8, 48)"
+
+
+def test_a_check_that_never_reached_the_judge_earns_nothing(tmp_path, monkeypatch, lesson, judge):
+    monkeypatch.setattr(nbval_runner, "run_notebook", FakeRunner(lesson))  # no verdicts at all
+    grade = pipeline.grade_notebook(submit(tmp_path, nbformat.read(SOLUTION, 4)), lesson, LIMITS)
+    assert grade.total == 0
+    assert grade.exercises[0].message.startswith("the check never reached the judge")
+
+
+def test_a_check_that_prints_more_than_the_reference_fails(tmp_path, monkeypatch, lesson, judge):
     said = {"01.2": "debug\n" + lesson.reference["01.2"][0]["text"]}
-    monkeypatch.setattr(nbval_runner, "run_notebook", FakeRunner(lesson, said))
+    monkeypatch.setattr(nbval_runner, "run_notebook", FakeRunner(lesson, said, judge=judge))
     grade = pipeline.grade_notebook(submit(tmp_path, nbformat.read(SOLUTION, 4)), lesson, LIMITS)
     assert grade.learner == "ann__01_tensors"  # the file's name when no learner is given
     points = {e.exercise_id: e.points for e in grade.exercises}
@@ -91,8 +128,8 @@ def test_an_unreadable_notebook_is_graded_zero_without_a_run(tmp_path, monkeypat
     assert runner.calls == [] and not (tmp_path / "logs").exists()
 
 
-def test_grade_all_costs_one_row_for_a_grader_failure(tmp_path, monkeypatch, lesson):
-    monkeypatch.setattr(nbval_runner, "run_notebook", FakeRunner(lesson))
+def test_grade_all_costs_one_row_for_a_grader_failure(tmp_path, monkeypatch, lesson, judge):
+    monkeypatch.setattr(nbval_runner, "run_notebook", FakeRunner(lesson, judge=judge))
     good = Submission("ann", "01", submit(tmp_path, nbformat.read(SOLUTION, 4)))
     unknown = Submission("bo", "02", tmp_path / "bo__02_gpu.ipynb")  # no lesson 02 was loaded
     grades = pipeline.grade_all([good, unknown], {"01": lesson}, LIMITS, jobs=2, progress=False)

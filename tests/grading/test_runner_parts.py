@@ -11,7 +11,6 @@ import pytest
 from grading_records import record
 
 from course_utils.grading.runner import (
-    channel,
     commands,
     kernel_watch,
     leftovers,
@@ -32,11 +31,12 @@ def test_a_run_as_the_grader_s_user_lives_in_the_notebook_s_folder(tmp_path, mon
     notebook = tmp_path / "home" / "01_grading.ipynb"
     notebook.parent.mkdir()
     limits = Limits(cell_timeout=7.5, threads=3, sandbox=False)
-    variables = {"COURSE_HELD_OUT_SEED": "7", "HOME": "/elsewhere"}
-    argv, env = commands.command(notebook, limits, tmp_path / "run", "tok", variables)
+    variables = {"SOME_SETTING": "7", "HOME": "/elsewhere"}
+    sockets = {"COURSE_JUDGE": tmp_path / "judge.sock"}
+    argv, env = commands.command(notebook, limits, tmp_path / "run", "tok", variables, sockets)
     assert argv[-1] == str(notebook) and "bwrap" not in argv[0]
-    assert env["COURSE_HELD_OUT_SEED"] == "7"
-    assert env["COURSE_RUN_CHANNEL"] == str(tmp_path / "run" / "channel.jsonl")
+    assert env["SOME_SETTING"] == "7"
+    assert env["COURSE_JUDGE"] == str(tmp_path / "judge.sock")  # the judge's door, as it is
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-p"] == [
         "course_utils.grading.runner.nbval_record",
         "course_utils.grading.runner.kernel_watch",
@@ -59,8 +59,9 @@ def test_a_sandboxed_run_sees_its_notebook_and_writes_only_its_record(tmp_path, 
     monkeypatch.setattr(sandbox, "find_bwrap", lambda: "/opt/bwrap")
     notebook = tmp_path / "home" / "01_grading.ipynb"
     limits = Limits(max_procs=64, max_memory=2**30, max_file_size=2**20, cpu_time=9)
-    variables = {"COURSE_HELD_OUT_SEED": "7", "HOME": "/elsewhere"}
-    argv, env = commands.command(notebook, limits, tmp_path, "tok", variables)
+    variables = {"SOME_SETTING": "7", "HOME": "/elsewhere"}
+    sockets = {"COURSE_JUDGE": tmp_path / "judge" / "judge.sock"}
+    argv, env = commands.command(notebook, limits, tmp_path, "tok", variables, sockets)
     assert argv[0] == "/opt/bwrap"
     binds = [tuple(argv[i + 1 : i + 3]) for i, a in enumerate(argv) if a == "--ro-bind"]
     assert (str(notebook), "/tmp/grading/01_grading.ipynb") in binds
@@ -70,11 +71,11 @@ def test_a_sandboxed_run_sees_its_notebook_and_writes_only_its_record(tmp_path, 
     writes = [tuple(argv[i + 1 : i + 3]) for i, a in enumerate(argv) if a == "--bind"]
     assert writes == [
         (str(tmp_path / "cells.jsonl"), "/run/course/cells.jsonl"),
-        (str(tmp_path / "channel.jsonl"), "/run/course/channel.jsonl"),
-    ]
+        (str(tmp_path / "judge" / "judge.sock"), "/run/course/course_judge.sock"),
+    ]  # the judge's socket is the run's one door out; its verdicts file stays outside
     set_inside = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
-    assert set_inside["COURSE_RUN_CHANNEL"] == "/run/course/channel.jsonl"
-    assert set_inside["COURSE_HELD_OUT_SEED"] == "7"  # the caller's variables go in,
+    assert set_inside["COURSE_JUDGE"] == "/run/course/course_judge.sock"
+    assert set_inside["SOME_SETTING"] == "7"  # the caller's variables go in,
     assert set_inside["HOME"] == "/tmp/grading"  # but never over the sandbox's own
     inside = argv[argv.index("--") + 1 :]
     assert inside[1:6] == [
@@ -205,16 +206,3 @@ def test_the_plugin_names_are_the_runner_s_modules():
     for name in commands.PLUGINS:
         module = __import__(name, fromlist=["x"])
         assert Path(module.__file__).parent.name == "runner"
-
-
-def test_the_side_channel_carries_json_lines_from_inside_a_run(tmp_path, monkeypatch):
-    monkeypatch.delenv(channel.VARIABLE, raising=False)
-    assert channel.append({"kind": "x"}) is False  # outside a run: nothing is written
-    path = tmp_path / "channel.jsonl"
-    monkeypatch.setenv(channel.VARIABLE, str(path))
-    assert channel.append({"kind": "held-out", "passed": 3}) is True
-    with open(path, "a") as f:
-        f.write("not json\n[1, 2]\n")  # what a submission could add: passed over
-    assert channel.append({"kind": "x"})
-    assert channel.read(path) == [{"kind": "held-out", "passed": 3}, {"kind": "x"}]
-    assert channel.read(tmp_path / "none.jsonl") == []

@@ -1,4 +1,5 @@
-"""grader/verdicts: the rules that give points, on records as nbval_record writes them.
+"""grader/verdicts: the rules that give points, on the judge's verdicts and on records as
+nbval_record writes them.
 
 Lesson 01's grading plan (exercises 01.1-01.4, each an exercise cell and its check cell); no
 notebook runs here (tests/integration/test_grader.py grades real submissions end to end).
@@ -6,7 +7,7 @@ notebook runs here (tests/integration/test_grader.py grades real submissions end
 
 import nbformat
 import pytest
-from grading_records import cut_off, dead_before, record, run_of
+from grading_records import cut_off, dead_before, record, run_of, verdicts_from
 
 from course_utils.grading.exercises import FAILED, NOT_ATTEMPTED, PASSED
 from course_utils.grading.grader import gradebook, verdicts
@@ -31,8 +32,12 @@ def plan(lesson):
     return build_grading_notebook(lesson, nbformat.read(SOLUTIONS / "01_tensors.ipynb", 4))
 
 
-def judge(exercise, check):
-    return verdicts.judge("01.1", "flatten", 2, exercise, check, cell_timeout=10)
+def judge(exercise, check, judged="as printed"):
+    """The verdict of 01.1; `judged`: the judge's verdict line (by default, an honest kernel's:
+    what the check cell printed is what the judge sent it)."""
+    if judged == "as printed":
+        judged = verdicts_from({"01.1": check["stdout"]}, None).get("01.1") if check else None
+    return verdicts.judge("01.1", "flatten", 2, exercise, check, 10, judged)
 
 
 def test_a_passed_check_earns_the_points():
@@ -51,6 +56,26 @@ def test_a_failed_check_earns_nothing_and_says_why():
     )
     stub = record(6, "[01.1] not attempted yet: replace the stub\n", check="01.1")
     assert judge(record(5), stub).verdict == NOT_ATTEMPTED
+
+
+def test_a_printed_pass_earns_nothing_when_the_judge_did_not_pass_it():
+    """A kernel whose print was replaced, or whose check cell was rewritten by a hook, prints the
+    reference's line; the judge, who ran the checker on the answers, failed them."""
+    forged = record(6, PASS_01_1, check="01.1")
+    line = {"exercise": "01.1", "verdict": FAILED, "message": "expected shape (8, 48)"}
+    grade = judge(record(5), forged, line)
+    assert (grade.verdict, grade.points, grade.message) == (FAILED, 0, "expected shape (8, 48)")
+    unjudged = judge(record(5), forged, None)
+    assert unjudged.verdict == FAILED and unjudged.message.startswith(
+        "the check never reached the judge"
+    )
+
+
+def test_a_judged_pass_needs_its_check_cell_to_have_run():
+    line = {"exercise": "01.1", "verdict": PASSED, "message": "fine"}
+    grade = judge(record(5), None, line)
+    assert grade.verdict == FAILED
+    assert grade.message == "not graded: the notebook stopped before this check ran"
 
 
 def test_a_check_that_never_ran_is_not_graded():
@@ -91,7 +116,7 @@ def test_passed_but_printing_during_the_check_earns_nothing():
         (record(6, raised=("NameError", "name 'x' is not defined")), "it raised NameError: name"),
         (record(6, died=True), "the kernel died in it (os._exit, a crash, or out of memory)"),
         (dead_before(6), "the kernel had died in an earlier cell"),
-        (record(6, problem=RuntimeError("odd")), "the check printed no verdict: odd"),
+        (record(6, problem=RuntimeError("odd")), "the check never reached the judge: odd"),
     ],
 )
 def test_a_check_without_a_verdict_says_what_happened(check, says):
@@ -102,7 +127,7 @@ def test_a_check_without_a_verdict_says_what_happened(check, says):
 def test_the_exercise_cell_s_trouble_is_added_to_the_verdict():
     grade = judge(record(5, died=True), dead_before(6))
     assert grade.message == (
-        "the check printed no verdict: the kernel had died in an earlier cell (your exercise "
+        "the check never reached the judge: the kernel had died in an earlier cell (your exercise "
         "cell did not run cleanly: the kernel died in it (os._exit, a crash, or out of memory))"
     )
 
@@ -129,7 +154,8 @@ def test_compare_checks_fails_a_check_whose_output_differs(plan, lesson):
 def test_exercise_grades_judge_every_exercise_of_the_plan(plan):
     (ex1, check1), (ex2, check2) = plan.cells["01.1"], plan.cells["01.2"]
     run = run_of(record(ex1), record(check1, PASS_01_1, check="01.1"), record(ex2), cut_off(check2))
-    grades = verdicts.exercise_grades(plan, run, 10, {"01.1": "flatten"})
+    judged = verdicts_from({"01.1": PASS_01_1}, None)
+    grades = verdicts.exercise_grades(plan, run, judged, 10, {"01.1": "flatten"})
     assert [(g.exercise_id, g.title, g.verdict) for g in grades] == [
         ("01.1", "flatten", PASSED),
         ("01.2", "01.2", FAILED),

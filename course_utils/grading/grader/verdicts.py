@@ -122,8 +122,8 @@ def judge(
     verdict, message = str(judged.get("verdict")), str(judged.get("message", ""))
     if verdict == PASSED and not check["ok"]:
         printed = Result(ex_id, verdict, message).line()
-        extra = check.get("stdout", "").replace(printed, "") + "\n" + check.get("stderr", "")
-        extra = extra.strip()
+        extra = check.get("stdout", "").replace(printed, "").strip()
+        extra = (extra + "\n" + check.get("stderr", "")).strip()
         return failed(
             "the check passed, but the check cell's output differs from the reference "
             "solution's: your code printed or warned during the check"

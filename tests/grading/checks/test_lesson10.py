@@ -10,6 +10,7 @@ import shutil
 import pytest
 from lab_fixtures import record, study
 
+from course_utils import batch
 from course_utils.grading import NOT_ATTEMPTED, run_check
 from course_utils.grading.checks import lesson10
 from course_utils.lab import cluster, run_records, transport
@@ -202,15 +203,13 @@ def _fake_run(writes: bool, code: int = 0):
     def run(text, shape, launcher, data, records, folder, **kwargs):
         if writes:
             run_records.save(record("1x1", study="check", script=cluster.digest(text)), records)
-        return cluster.Run(shape.name, launcher.kind, code, "rank 0/1 joined\nthe last line\n", 1.0)
+        return batch.Job(shape.name, launcher.kind, code, "rank 0/1 joined\nthe last line\n", 1.0)
 
     return run
 
 
 def _local(monkeypatch, run):
-    monkeypatch.setattr(
-        cluster, "find_launcher", lambda: cluster.Launcher("local", "no Slurm here")
-    )
+    monkeypatch.setattr(cluster, "find_launcher", lambda: batch.Launcher("local", "no Slurm here"))
     monkeypatch.setattr(cluster, "run_script", run)
     monkeypatch.setattr(lesson10, "_data", lambda folder: folder / "data")
 
