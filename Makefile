@@ -66,7 +66,7 @@ test-integration: setup
 # Lesson 10 submits real jobs where a Slurm controller answers; the notebook lanes run its local
 # route (one process per rank on this machine): the CI cluster's two nodes share 2 cores, and the
 # Slurm route has tests of its own (tests/integration/test_lab_slurm.py).
-LAB_LOCAL := COURSE_LAB_LAUNCHER=local
+LAB_LOCAL := COURSE_LAUNCHER=local
 
 test-solutions: setup
 	$(LAB_LOCAL) $(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) solutions

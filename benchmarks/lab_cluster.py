@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course_utils import paths, reference
+from course_utils import batch, paths, reference
 from course_utils.lab import cluster, run_records, small_files, staging, transport
 
 NAME = cluster.REFERENCE
@@ -37,7 +37,7 @@ def transport_lines(log: str) -> str:
 
 
 def record(work: Path, cpus_per_task: int, lrs: list[float]) -> dict:
-    launcher = cluster.find_launcher()
+    launcher = batch.find_launcher()
     if launcher.kind != "slurm":
         raise SystemExit(f"no Slurm cluster to record: {launcher.why}")
     data, records = work / "data", work / "records"

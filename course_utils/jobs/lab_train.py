@@ -27,10 +27,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
 from course_utils import data, distributed, hpc, models, monitor, reference
+from course_utils.batch import LAUNCHER_VARIABLE
 from course_utils.device import local_device
 from course_utils.job_config import option, parse, parser, shared
 from course_utils.lab import measure, run_records, small_files, staging, transport
-from course_utils.lab.cluster import LAUNCHER_VARIABLE, SCRIPT_VARIABLE
+from course_utils.lab.cluster import SCRIPT_VARIABLE
 from course_utils.lab.energy import EnergyMeter
 
 

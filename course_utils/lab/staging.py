@@ -26,15 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.batch import JOB_VARIABLE, NODE_VARIABLE
 from course_utils.files import atomic_write, atomic_write_text
 
 BASE_VARIABLES = ("SLURM_TMPDIR", "TMPDIR")  # in the order they are tried
 FALLBACK = "/tmp"
 MARKER = ".staged"  # written last: a copy without it is incomplete
-NODE_VARIABLE = "COURSE_LAB_NODE"  # set only by the lab's local emulation of several nodes
-JOB_VARIABLE = "COURSE_LAB_JOB"  # the local route's stand-in for SLURM_JOB_ID
-# The lab's data set on the shared folder (lab_data writes it): here, so that the staging
-# program reads these names without importing lab_data, which imports torch.
+# The lab's data set on the shared folder (small_files writes it): here, so that the staging
+# program reads these names without importing small_files, which imports torch.
 IMAGES = "images"  # the folder of small files
 ARCHIVE = "images.tar"  # the same folder as one archive
 

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from lab_answers import load
 
+from course_utils import batch
 from course_utils.grading import run_check
-from course_utils.lab import cluster
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,7 @@ def test_10_1_a_folder_shared_by_every_job_reuses_an_old_copy(tmp_path):
 
 
 def test_10_2_the_solution_script_runs_locally(answers, tmp_path, monkeypatch):
-    monkeypatch.setenv(cluster.LAUNCHER_VARIABLE, "local")
+    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
     result = run_check("10.2", answers.scaling_script, tmp_path)
     assert result.passed, result.message
     assert result.message.endswith("[via local ranks: no Slurm here]")
@@ -117,7 +117,7 @@ def test_10_2_the_solution_script_runs_locally(answers, tmp_path, monkeypatch):
 def test_10_2_a_script_whose_program_fails_is_reported_with_its_lines(
     answers, tmp_path, monkeypatch
 ):
-    monkeypatch.setenv(cluster.LAUNCHER_VARIABLE, "local")
+    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
     broken = answers.scaling_script().replace('lab_train "$@"', 'lab_train --batch-size 0 "$@"')
     result = run_check("10.2", lambda: broken, tmp_path)
     # job_config refuses the option before training starts: a usage error, exit code 2

@@ -7,9 +7,10 @@ import os
 
 import pytest
 
+from course_utils import batch
 from course_utils.lab import cluster, run_records, small_files, staging, transport
 
-LOCAL = cluster.Launcher("local", "the test asks for it")
+LOCAL = batch.Launcher("local", "the test asks for it")
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def data(tmp_path_factory):
 
 def test_scaling_on_one_node_and_two_emulated_nodes(data, tmp_path):
     runs = cluster.scaling(
-        LOCAL, data, tmp_path, shapes=[cluster.Shape(1, 1), cluster.Shape(2, 2)], steps=2
+        LOCAL, data, tmp_path, shapes=[batch.Shape(1, 1), batch.Shape(2, 2)], steps=2
     )
     assert [r.ok for r in runs] == [True, True], "\n".join(r.tail(20) for r in runs)
     one, two = run_records.load(tmp_path, "scaling")  # load validates every record

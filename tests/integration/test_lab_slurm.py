@@ -12,10 +12,11 @@ import concurrent.futures
 import pytest
 from lab_answers import load
 
+from course_utils import batch
 from course_utils.grading import run_check
 from course_utils.lab import cluster, run_records, small_files, staging, transport
 
-SLURM = cluster.Launcher("slurm", "the test asks for it")
+SLURM = batch.Launcher("slurm", "the test asks for it")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def jobs(tmp_path_factory):
             folder / "records",
             steps=2,
             cpus_per_task=1,
-            shapes=[cluster.Shape(1, 1), cluster.Shape(2, 2)],
+            shapes=[batch.Shape(1, 1), batch.Shape(2, 2)],
         ),
         "sweep": lambda: cluster.sweep(
             SLURM, data, folder / "records", [0.02, 0.1, 0.3], throttle=2, steps=2, cpus_per_task=1
@@ -93,7 +94,7 @@ def test_the_sweep_is_one_throttled_array(jobs):
 @pytest.mark.slurm
 def test_check_10_2_submits_the_solutions_script(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_DEVICE", "cpu")
-    monkeypatch.delenv(cluster.LAUNCHER_VARIABLE, raising=False)
+    monkeypatch.delenv(batch.LAUNCHER_VARIABLE, raising=False)
     answers = load(tmp_path)
     result = run_check("10.2", answers.scaling_script, tmp_path)
     assert result.passed and result.message.endswith("[via slurm]"), result.message

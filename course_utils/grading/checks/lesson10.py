@@ -30,18 +30,18 @@ import textwrap
 import uuid
 from pathlib import Path
 
-from course_utils import processes, reference
+from course_utils import batch, processes, reference
+from course_utils.batch import NODE_VARIABLE
 from course_utils.grading import CheckFailed, call_answer, exercise, expect
 from course_utils.grading.checks.lesson05 import _imports_for
 from course_utils.lab import cluster, run_records, scaling, scripts, small_files, staging, transport
 from course_utils.lab.nccl_excerpts import EXCERPTS
-from course_utils.lab.staging import NODE_VARIABLE
 from course_utils.ranks import local_launch_environ
 
-CHECK_SHAPE = cluster.Shape(1, 1)  # the set's other sizes come from sbatch's own options
+CHECK_SHAPE = batch.Shape(1, 1)  # the set's other sizes come from sbatch's own options
 
 
-def where(launcher: cluster.Launcher) -> str:
+def where(launcher: batch.Launcher) -> str:
     """How a check's run was started, in the words the sanitize file recognises."""
     return "[via slurm]" if launcher.kind == "slurm" else "[via local ranks: no Slurm here]"
 
@@ -255,7 +255,7 @@ def check_stage_dataset(stage_dataset):
 # ---- 10.2 the scaling job's batch script -----------------------------------------------------
 
 
-def _ended(run: cluster.Run) -> str:
+def _ended(run: batch.Job) -> str:
     if run.returncode is None:
         return "its time limit"
     return processes.exit_description(run.returncode)
@@ -277,7 +277,7 @@ def check_scaling_script(scaling_script, folder="runs/10"):
     folder = Path(folder)
     records = folder / "check-records"
     shutil.rmtree(records, ignore_errors=True)  # only this run's record counts
-    launcher = cluster.find_launcher()
+    launcher = batch.find_launcher()
     run = cluster.run_script(text, CHECK_SHAPE, launcher, _data(folder), records, folder / "check")
     if not run.ok:
         raise CheckFailed(

@@ -1,0 +1,159 @@
+"""Slurm's accounting record of a job: what `sacct` says, and the efficiencies `seff` computes.
+
+Taught in lesson 10 (the learner's own jobs: how well did they use what they asked for?) and
+read in lessons 00, 05 and 09, where a check grades a job: the scheduler's record is one the
+learner's code cannot write.
+
+    steps = accounting.job_steps("1234")     # the job and each step, from sacct
+    e = accounting.efficiency(steps)          # CPU and memory efficiency, as seff computes them
+
+`parse_sacct` is a pure function of sacct's text (tested with Slurm's answers injected);
+`job_steps` asks sacct through `processes.run`. Where a cluster keeps no accounting, sacct
+fails and `job_steps` returns [] (say so; never guess).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from course_utils import processes
+
+FIELDS = (
+    "JobID",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Elapsed",
+    "AllocCPUS",
+    "ReqMem",
+    "MaxRSS",
+    "TotalCPU",
+    "AllocTRES",
+    "NNodes",
+    "NTasks",
+)
+_UNITS = {"K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0**2}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One line of sacct: the job itself (`job_id` "1234"), or a step ("1234.batch", "1234.0")."""
+
+    job_id: str
+    name: str
+    state: str  # COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, RUNNING, PENDING, ...
+    exit_code: int  # the first number of ExitCode ("0:0"); a signal is the second
+    elapsed_s: float
+    alloc_cpus: int
+    req_mem_mb: float | None  # the job's request (on the job's own line)
+    max_rss_mb: float | None  # the step's peak resident memory (steps only)
+    total_cpu_s: float  # CPU time used (user + system)
+    alloc_tres: dict[str, str]
+    nodes: int
+    tasks: int | None
+
+    @property
+    def is_step(self) -> bool:
+        return "." in self.job_id
+
+
+def seconds(text: str) -> float:
+    """sacct's durations: "00:00:03", "1-02:03:04", "01:23.456" (MM:SS.mmm), "" -> 0."""
+    text = text.strip()
+    if not text or text in ("INVALID", "UNLIMITED"):
+        return 0.0
+    days, _, rest = text.rpartition("-")
+    parts = [float(p) for p in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0.0)
+    hours, minutes, secs = parts
+    return (int(days) if days else 0) * 86400 + hours * 3600 + minutes * 60 + secs
+
+
+def megabytes(text: str) -> float | None:
+    """sacct's sizes: "63836K", "500M", "2G", "0" -> MB; "" -> None. A ReqMem ends in n or c
+    per node or per CPU in older Slurm; the unit is what counts here."""
+    m = re.match(r"^([\d.]+)([KMGT]?)[nc]?$", text.strip())
+    if not m:
+        return None
+    return float(m[1]) * _UNITS.get(m[2] or "M", 1.0)
+
+
+def parse_sacct(text: str) -> list[Step]:
+    """The lines of `sacct --parsable2 --noheader --format=<FIELDS>`."""
+    steps = []
+    for line in text.strip().splitlines():
+        values = line.split("|")
+        if len(values) != len(FIELDS):
+            continue
+        row = dict(zip(FIELDS, values))
+        tres = dict(p.split("=", 1) for p in row["AllocTRES"].split(",") if "=" in p)
+        code = row["ExitCode"].split(":")[0]
+        steps.append(
+            Step(
+                job_id=row["JobID"],
+                name=row["JobName"],
+                state=row["State"].split()[0] if row["State"] else "",
+                exit_code=int(code) if code.isdigit() else 0,
+                elapsed_s=seconds(row["Elapsed"]),
+                alloc_cpus=int(row["AllocCPUS"] or 0),
+                req_mem_mb=megabytes(row["ReqMem"]),
+                max_rss_mb=megabytes(row["MaxRSS"]),
+                total_cpu_s=seconds(row["TotalCPU"]),
+                alloc_tres=tres,
+                nodes=int(row["NNodes"] or 0),
+                tasks=int(row["NTasks"]) if row["NTasks"].isdigit() else None,
+            )
+        )
+    return steps
+
+
+def job_steps(job_id: str, timeout: float = 30) -> list[Step]:
+    """The job and its steps as sacct records them ([] where there is no accounting)."""
+    cmd = ["sacct", "--parsable2", "--noheader", "-j", str(job_id), f"--format={','.join(FIELDS)}"]
+    try:
+        done = processes.run(cmd, timeout=timeout)
+    except OSError:  # no sacct on this machine
+        return []
+    return parse_sacct(done.stdout) if done.ok else []
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    job_id: str
+    state: str
+    elapsed_s: float
+    cpus: int
+    cpu_s: float  # the steps' TotalCPU, summed
+    cpu: float | None  # TotalCPU / (Elapsed x AllocCPUS), as seff computes it
+    memory_mb: float | None  # the largest step's MaxRSS x its tasks
+    requested_mb: float | None
+    memory: float | None  # memory_mb / requested_mb
+
+
+def efficiency(steps: list[Step]) -> Efficiency:
+    """seff's formulas on one job's records: CPU efficiency is the steps' CPU time over the
+    job's wall time times its CPUs; memory efficiency is the largest step's peak (MaxRSS times
+    that step's tasks) over the memory the job was given (AllocTRES's mem)."""
+    jobs = [s for s in steps if not s.is_step]
+    if not jobs:
+        raise ValueError("no job line among the records: pass sacct's lines for one job")
+    job = jobs[0]
+    cpu_s = sum(s.total_cpu_s for s in steps if s.is_step) or job.total_cpu_s
+    wall = job.elapsed_s * job.alloc_cpus
+    peaks = [s.max_rss_mb * (s.tasks or 1) for s in steps if s.is_step and s.max_rss_mb]
+    memory = max(peaks) if peaks else None
+    # what the job was given: AllocTRES's mem (all nodes together), else its ReqMem
+    requested = megabytes(job.alloc_tres.get("mem", "")) or job.req_mem_mb
+    return Efficiency(
+        job_id=job.job_id,
+        state=job.state,
+        elapsed_s=job.elapsed_s,
+        cpus=job.alloc_cpus,
+        cpu_s=cpu_s,
+        cpu=cpu_s / wall if wall else None,
+        memory_mb=memory,
+        requested_mb=requested,
+        memory=memory / requested if memory is not None and requested else None,
+    )
