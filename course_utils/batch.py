@@ -4,6 +4,7 @@ program on this machine, one process per rank (lessons 00, 05, 09 and 10 run the
     launcher = batch.find_launcher()        # Launcher("slurm", why) or Launcher("local", why)
     job = batch.submit(script, args, name="mine", logs=folder, shape=Shape(2, 2))
     job = batch.local_run("mine", "course_utils.jobs.ddp_train", args, Shape(2, 2))
+    job = batch.run_script(script, "mine", logs=folder)   # one task: sbatch, or bash here
 
 `submit` runs `sbatch --parsable` and waits on the scheduler's own answers: a job still waiting
 in the queue is reported as waiting (with Slurm's reason), not as ended; when the wait ends (its
@@ -178,6 +179,41 @@ def local_run(
         code = launching.run_programs(tasks, log, timeout, preload=(module,))
         output = log.read_text()
     return Job(name, "local", code, output, time.monotonic() - start)
+
+
+def run_here(
+    script: Path, name: str, timeout: float = 600, environ: Mapping[str, str] | None = None
+) -> Job:
+    """A batch script's commands run here by bash, as one task of a job would run them (its
+    #SBATCH lines are comments to bash): the local route of a one-task job."""
+    local = local_launch_environ()
+    env = {
+        **local.environ,
+        JOB_VARIABLE: f"local-{os.getpid()}-{next(_LOCAL_JOBS)}",
+        LAUNCHER_VARIABLE: "local",
+        **(environ or {}),
+    }
+    done = processes.run(["bash", str(script)], timeout=timeout, env=env, merge=True)
+    note = f"{local.note}\n" if local.note else ""
+    if done.timed_out:
+        note += f"the script ran past {timeout:g} s and was ended\n"
+    code = 1 if done.timed_out else done.returncode
+    return Job(name, "local", code, note + done.stdout, done.seconds)
+
+
+def run_script(
+    script: Path,
+    name: str,
+    logs: Path,
+    launcher: Launcher | None = None,
+    timeout: float = 600,
+) -> Job:
+    """`script` as a job: submitted where Slurm answers (`submit`), else its commands run here
+    (`run_here`); `launcher` decides instead of asking the machine."""
+    launcher = launcher or find_launcher()
+    if launcher.kind == "slurm":
+        return submit(script, name=name, logs=logs, timeout=timeout)
+    return run_here(script, name, timeout)
 
 
 # ---- on Slurm -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The `course` command: doctor, data, cpp, release, check, grade."""
+"""The `course` command: doctor, kernel, data, cpp, release, check, grade."""
 
 from __future__ import annotations
 
@@ -11,6 +11,17 @@ def cmd_doctor(args) -> int:
     from course_utils.doctor import report
 
     return report.main(as_json=args.json)
+
+
+def cmd_kernel(args) -> int:
+    import os
+
+    from course_utils import kernel_spec
+
+    folder = kernel_spec.install(args.name, args.display_name, args.prefix)
+    kept = ", ".join(sorted(kernel_spec.kernel_env(os.environ))) or "none"
+    print(f"kernel {args.name!r} registered in {folder}; it carries {kept} from this shell")
+    return 0
 
 
 def cmd_data(args) -> int:
@@ -101,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="report the environment and what to fix")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser(
+        "kernel", help="register this environment as a Jupyter kernel, with its modules' settings"
+    )
+    p.add_argument("--name", default="course", help="kernel name (default: course)")
+    p.add_argument("--display-name", default="PyTorch on HPC (course)", help="name in JupyterLab")
+    p.add_argument("--prefix", help="install under this prefix (default: your ~/.local)")
+    p.set_defaults(func=cmd_kernel)
 
     p = sub.add_parser(
         "data", help="CIFAR-10: fetch on a login node, write the synthetic stand-in, or show"

@@ -4,9 +4,12 @@ Every job, every rank and every restart starts a fresh Python that imports torch
 files and libraries read from wherever the environment lives. On a cluster that is often a shared
 filesystem, read by many nodes at once; a node that has read them before serves them from its page
 cache. These helpers measure both cases in fresh processes, on this machine:
-- cold: after asking the kernel to drop the package's file pages from its cache
-  (`os.posix_fadvise(..., POSIX_FADV_DONTNEED)`, which needs no privileges; pages that a running
-  process has mapped, such as this kernel's own libtorch, stay);
+- cold: after asking the kernel to drop the cached pages of the package and of the NVIDIA
+  libraries it loads (site-packages/nvidia: cuDNN, cuBLAS, NCCL) (`os.posix_fadvise(...,
+  POSIX_FADV_DONTNEED)`, which needs no privileges). Pages that a running process has mapped
+  stay: on a JupyterHub the kernel you run this from has imported torch, so much of it stays
+  in memory and the "cold" import is not cold. What was really dropped, and what stayed, is
+  counted page by page with mincore(2), not from the files' sizes;
 - warm: the same import again, its files now in memory.
 Each sample is the child's own clock around `import torch`, printed by the child, never a number
 typed in. `save`/`load` keep the records as JSON (`files.atomic_write_text`).
@@ -14,8 +17,11 @@ typed in. `save`/`load` keep the records as JSON (`files.atomic_write_text`).
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import importlib.util
 import json
+import mmap
 import os
 import socket
 import sys
@@ -38,6 +44,16 @@ def package_dir(module: str = "torch") -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def package_dirs(module: str = "torch") -> list[Path]:
+    """What a fresh import of `module` reads: its folder and, for torch, the NVIDIA libraries
+    that libtorch_cuda loads (the `nvidia` folder beside it), where installed."""
+    dirs = [package_dir(module)]
+    spec = importlib.util.find_spec("nvidia") if module == "torch" else None
+    if spec is not None and spec.submodule_search_locations:
+        dirs += [Path(p) for p in spec.submodule_search_locations]
+    return dirs
+
+
 def filesystem(path: str | os.PathLike) -> str:
     """The type of the filesystem `path` lives on (ext4, nfs, lustre, gpfs, tmpfs...)."""
     best, kind = "", "unknown"
@@ -52,26 +68,80 @@ def filesystem(path: str | os.PathLike) -> str:
     return kind
 
 
-def evict(root: str | os.PathLike) -> int:
-    """Ask the kernel to drop the cached pages of every file under `root`; return their bytes.
+def _files(roots) -> list[str]:
+    return [
+        os.path.join(folder, name)
+        for root in roots
+        for folder, _, names in os.walk(root)
+        for name in names
+    ]
 
-    Returns 0 where the system has no posix_fadvise (macOS): nothing was dropped there."""
-    if not hasattr(os, "posix_fadvise"):
+
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        size_t, void_p, int_ = ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int
+        libc.mmap.argtypes = [void_p, size_t, int_, int_, int_, ctypes.c_long]
+        libc.munmap.argtypes = [void_p, size_t]
+        libc.mincore.argtypes = [void_p, size_t, void_p]
+        _LIBC = libc
+    return _LIBC
+
+
+def resident(path: str) -> int:
+    """Bytes of `path` in the page cache now (mincore(2) on a read-only mapping of it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a broken link, a file we may not read
         return 0
-    total = 0
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or not hasattr(mmap, "MAP_SHARED"):
+            return 0
+        libc = _libc()
+        address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            return 0
+        try:
+            pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+            vector = (ctypes.c_ubyte * pages)()
+            if libc.mincore(address, size, vector) != 0:
+                return 0
+            return sum(b & 1 for b in bytes(vector)) * mmap.PAGESIZE
+        finally:
+            libc.munmap(address, size)
+    finally:
+        os.close(fd)
+
+
+def resident_bytes(roots) -> int:
+    """Bytes of every file under `roots` in the page cache now."""
+    return sum(resident(path) for path in _files(roots))
+
+
+def evict(roots) -> dict:
+    """Ask the kernel to drop the cached pages of every file under `roots`. Returns what was
+    in memory before, what was dropped and what stayed (mapped by a running process), in bytes,
+    counted page by page. Nothing is dropped where the system has no posix_fadvise (macOS)."""
+    before = resident_bytes(roots)
+    if hasattr(os, "posix_fadvise"):
+        for path in _files(roots):
             try:
                 fd = os.open(path, os.O_RDONLY)
-            except OSError:  # a broken link, a file we may not read: nothing cached of ours
+            except OSError:
                 continue
             try:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                total += os.fstat(fd).st_size
             finally:
                 os.close(fd)
-    return total
+    after = resident_bytes(roots)
+    dropped = max(0, before - after)  # pages read meanwhile by another process are not ours
+    return {"resident_before": before, "evicted_bytes": dropped, "resident_after": after}
 
 
 def import_seconds(module: str = "torch", python: str = sys.executable) -> dict:
@@ -88,8 +158,8 @@ def sample(state: str, module: str = "torch", python: str = sys.executable) -> d
     """One measured import, `state` "cold" (the package's pages dropped first) or "warm"."""
     if state not in ("cold", "warm"):
         raise ValueError(f"state {state!r} must be 'cold' or 'warm'")
-    evicted = evict(package_dir(module)) if state == "cold" else 0
-    return {"state": state, "evicted_bytes": evicted, **import_seconds(module, python)}
+    cache = evict(package_dirs(module)) if state == "cold" else {}
+    return {"state": state, "evicted_bytes": 0, **cache, **import_seconds(module, python)}
 
 
 def records(samples: list[dict], module: str = "torch", python: str = sys.executable) -> dict:
@@ -99,6 +169,7 @@ def records(samples: list[dict], module: str = "torch", python: str = sys.execut
         "module": module,
         "python": python,
         "package_dir": str(where),
+        "package_dirs": [str(p) for p in package_dirs(module)],
         "filesystem": filesystem(where),
         "host": socket.gethostname(),
         "measured_at": time.time(),

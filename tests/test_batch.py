@@ -175,3 +175,22 @@ def test_a_refused_submission_says_why(fake_commands, tmp_path):
     fake_commands({"sbatch": refused})
     job = batch.submit(tmp_path / "job.sh", name="mine", logs=tmp_path)
     assert job.returncode == 1 and "sbatch refused the job: sbatch: error: invalid" in job.output
+
+
+def test_a_script_runs_here_by_bash_where_no_slurm_answers(fake_commands, tmp_path, monkeypatch):
+    monkeypatch.delenv(batch.LAUNCHER_VARIABLE, raising=False)
+    fake = fake_commands({"bash": "course doctor says hello\n"})
+    local = batch.Launcher("local", "no Slurm here")
+    job = batch.run_script(tmp_path / "doctor.sh", "doctor", tmp_path, launcher=local)
+    assert (job.launcher, job.returncode, job.job_id) == ("local", 0, None)
+    assert job.output.endswith("course doctor says hello\n")
+    assert fake.calls == [("bash", str(tmp_path / "doctor.sh"))]
+    env = fake.envs[0]
+    assert env[batch.LAUNCHER_VARIABLE] == "local" and env[batch.JOB_VARIABLE].startswith("local-")
+
+
+def test_a_script_is_submitted_where_slurm_answers(fake_commands, tmp_path, quick):
+    fake_commands({"sbatch": "12\n", "squeue": _queue([[]]), "sacct": SACCT_DONE})
+    slurm = batch.Launcher("slurm", "the test says so")
+    job = batch.run_script(tmp_path / "doctor.sh", "doctor", tmp_path, launcher=slurm)
+    assert (job.launcher, job.job_id, job.state) == ("slurm", "12", "COMPLETED")

@@ -178,3 +178,25 @@ def test_no_driver_where_nvidia_smi_is_missing_or_fails(answer, monkeypatch, tmp
 
     monkeypatch.setattr(processes, "run", run)
     assert gpu.nvidia_driver(tmp_path / "no-driver-file") is None
+
+
+def test_an_exclusive_gpu_and_the_processes_on_it_are_named():
+    from course_utils import nvidia
+
+    h100 = nvidia.Gpu(0, "GPU-aaaa", "NVIDIA H100", "Exclusive_Process")
+    other = nvidia.Gpu(1, "GPU-bbbb", "NVIDIA H100", "Default")
+    users = [
+        nvidia.GpuProcess("GPU-aaaa", 4242, "python", 2311.0),  # an earlier lesson's kernel
+        nvidia.GpuProcess("GPU-bbbb", 99, "python", 10.0),  # this process
+    ]
+    rows = gpu.sharing_findings([h100, other], users, own_pid=99)
+    assert [(r.topic, r.status) for r in rows] == [
+        ("gpu 0 mode", findings.WARN),
+        ("gpu 0 users", findings.WARN),
+    ]
+    assert (
+        "busy or unavailable" in rows[0].advice and "pid 4242 (python, 2311 MiB)" == rows[1].value
+    )
+    quiet = gpu.sharing_findings([other], users[1:], own_pid=99)
+    assert [(r.topic, r.status) for r in quiet] == [("gpu sharing", findings.OK)]
+    assert gpu.sharing_findings([], [], own_pid=99) == []

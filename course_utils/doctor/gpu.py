@@ -7,13 +7,14 @@ the hardware's answers; `nvidia_driver` asks the node, nvidia-smi through `proce
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import torch
 
-from course_utils import processes
-from course_utils.doctor.findings import ERROR, INFO, OK, Finding
+from course_utils import nvidia, processes
+from course_utils.doctor.findings import ERROR, INFO, OK, WARN, Finding
 
 # The NVIDIA driver a CUDA build needs: the minimum for CUDA minor-version compatibility in
 # NVIDIA's CUDA toolkit release notes (13.x: 580; 12.x: 525.60.13; 11.x: 450.80.02).
@@ -111,6 +112,37 @@ def gpu_finding(index: int, name: str, cap: tuple[int, int], arch_list: list[str
     return Finding(f"gpu {index}", value, ERROR, advice)
 
 
+def sharing_findings(
+    gpus: list[nvidia.Gpu], users: list[nvidia.GpuProcess], own_pid: int
+) -> list[Finding]:
+    """Who else may use this node's GPUs: each GPU's compute mode, and the processes other than
+    this one that hold a CUDA context on it (a centre's hub: kernels of earlier lessons)."""
+    rows = []
+    for g in gpus:
+        others = [p for p in users if p.gpu_uuid == g.uuid and p.pid != own_pid]
+        if nvidia.is_exclusive(g.compute_mode):
+            advice = (
+                "one process at a time may hold this GPU: a second one (a child of a kernel "
+                "that has used CUDA, two ranks on one GPU) fails with 'CUDA-capable device(s) "
+                "is/are busy or unavailable'; lessons 03 and 05 take the route that works under it"
+            )
+            rows.append(Finding(f"gpu {g.index} mode", g.compute_mode, WARN, advice))
+        if others:
+            held = ", ".join(
+                f"pid {p.pid} ({p.name}, {p.used_mib:.0f} MiB)" if p.used_mib else f"pid {p.pid}"
+                for p in others
+            )
+            advice = (
+                "other processes hold a CUDA context and cached memory here, such as kernels of "
+                "earlier lessons: shut them down (Kernel > Shut Down Kernel, or JupyterLab's "
+                "Running panel) before a lesson that needs the GPU's memory or the GPU alone"
+            )
+            rows.append(Finding(f"gpu {g.index} users", held, WARN, advice))
+    if gpus and not rows:
+        rows.append(Finding("gpu sharing", "default compute mode; no other process on it", OK))
+    return rows
+
+
 def gpus() -> list[Finding]:
     driver = driver_finding(nvidia_driver(), torch.version.cuda)
     if not torch.cuda.is_available():
@@ -124,9 +156,10 @@ def gpus() -> list[Finding]:
             ),
         ]
     arch_list = torch.cuda.get_arch_list()
-    return [driver] + [
+    rows = [driver] + [
         gpu_finding(
             i, torch.cuda.get_device_name(i), torch.cuda.get_device_capability(i), arch_list
         )
         for i in range(torch.cuda.device_count())
     ]
+    return rows + sharing_findings(nvidia.gpus(), nvidia.compute_processes(), os.getpid())
