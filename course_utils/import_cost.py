@@ -30,8 +30,21 @@ from pathlib import Path
 
 from course_utils import files, processes
 
-# The child times its own import: process start-up is the same for every case and left out.
-CHILD = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+# The child times its own import (process start-up is the same for every case and left out),
+# then says how many bytes it caused to be read from storage (Linux's /proc/self/io, read_bytes:
+# what was not in the page cache), -1 where the system does not count them.
+CHILD = """import time
+t = time.perf_counter()
+import {module}
+seconds = time.perf_counter() - t
+try:
+    io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
+    read = int(io["read_bytes"])
+except (OSError, KeyError, ValueError):
+    read = -1
+import os
+print(seconds, read, os.getpid())
+"""
 FRESH_IMPORT_S = 0.05  # below this, the module was already imported: not a fresh process
 TIMEOUT_S = 120.0
 
@@ -145,13 +158,13 @@ def evict(roots) -> dict:
 
 
 def import_seconds(module: str = "torch", python: str = sys.executable) -> dict:
-    """Import `module` in a fresh `python`; return the child's seconds and its process id."""
-    code = CHILD.format(module=module) + "; import os; print(os.getpid())"
-    done = processes.run([python, "-c", code], timeout=TIMEOUT_S)
+    """Import `module` in a fresh `python`; return the child's seconds, the bytes it read from
+    storage (-1: not counted here) and its process id."""
+    done = processes.run([python, "-c", CHILD.format(module=module)], timeout=TIMEOUT_S)
     if done.returncode != 0:
         raise RuntimeError(f"`{python} -c 'import {module}'` failed: {done.stderr.strip()[-500:]}")
-    seconds, pid = done.stdout.split()[-2:]
-    return {"seconds": float(seconds), "pid": int(pid)}
+    seconds, read, pid = done.stdout.split()[-3:]
+    return {"seconds": float(seconds), "read_bytes": int(read), "pid": int(pid)}
 
 
 def sample(state: str, module: str = "torch", python: str = sys.executable) -> dict:

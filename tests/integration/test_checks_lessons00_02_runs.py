@@ -1,4 +1,5 @@
-"""Exercises 00.4 and 02.3 checked for real: fresh Pythons that import torch, DataLoader workers.
+"""Exercises 00.1, 00.4 and 02.3 checked for real: a batch script run as a job here, fresh
+Pythons that import torch, DataLoader workers.
 
 Both checks start processes (the imports; the workers fork), hence integration tests. The fast
 lane tests the same verdicts on canned records (tests/grading/checks/test_lesson00.py, 02).
@@ -6,9 +7,50 @@ lane tests the same verdicts on canned records (tests/grading/checks/test_lesson
 
 import sys
 import time
+from pathlib import Path
 
-from course_utils import data, import_cost
+import pytest
+
+from course_utils import batch, data, import_cost
 from course_utils.grading import run_check
+
+
+def doctor_job(partition, setup):
+    return f"""#!/bin/bash
+#SBATCH --job-name=doctor
+#SBATCH --partition={partition}
+#SBATCH --ntasks=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=7
+#SBATCH --mem-per-cpu=800
+#SBATCH --time=00:10:00
+{setup}
+course doctor
+"""
+
+
+def run_doctor_job(script, folder):
+    path = Path(folder) / "doctor.sh"
+    path.write_text(script)
+    return batch.run_script(path, "doctor", logs=Path(folder))
+
+
+def test_the_doctor_job_runs_here_and_its_report_is_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
+    done = run_check("00.1", doctor_job, run_doctor_job)
+    assert done.passed, done.message
+    assert (tmp_path / "runs" / "00" / "doctor.sh").read_text().startswith("#!/bin/bash")
+
+
+@pytest.mark.slurm
+def test_the_doctor_job_on_slurm_is_held_against_sacct(tmp_path, monkeypatch):
+    """Submitted to the test cluster; the check reads the scheduler's own record of it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(batch.LAUNCHER_VARIABLE, raising=False)
+    done = run_check("00.1", doctor_job, run_doctor_job)
+    assert done.passed, done.message
+    assert list((tmp_path / "runs" / "00").glob("doctor-*.out"))
 
 
 def measure_import_cost(path):

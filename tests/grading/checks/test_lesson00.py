@@ -1,7 +1,13 @@
-"""Lesson 00 checkers: pass on the reference, fail with a useful message on known-wrong answers."""
+"""Lesson 00 checkers: pass on the reference, fail with a useful message on known-wrong answers.
+
+00.1's job is not run here: the learner's run_doctor_job is stood in for by one that returns the
+job batch.run_script would (tests/integration/test_checks_lessons00_02_runs.py runs it for real,
+and tests/integration/test_checks_lesson00_slurm.py on the test cluster)."""
 
 import pytest
+import torch
 
+from course_utils import batch
 from course_utils.doctor import gpu
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson00
@@ -24,36 +30,55 @@ course doctor
 """
 
 
-def _job(script):
-    return lambda: script
+REPORT = f"""topic                 status   value
+python                [ ok  ]  3.11.7
+pytorch               [ ok  ]  {torch.__version__}
+torchvision           [ ok  ]  0.29.1
+slurm job             [info ]  not in a Slurm job (no SLURM_JOB_ID)
+"""
+
+
+def _ran(output=REPORT, launcher="local", job_id=None, code=0):
+    """A run_doctor_job that returns the job batch.run_script would, running nothing."""
+    return lambda script, folder: batch.Job("doctor", launcher, code, output, 1.0, job_id)
+
+
+@pytest.fixture(autouse=True)
+def here(monkeypatch):
+    monkeypatch.setattr(lesson00, "this_machine", lambda: {"partition": "debug", "setup": ""})
+
+
+def _job(script, ran=None):
+    """The two functions of 00.1: the script, whatever it is asked for, and its run."""
+    return (lambda partition, setup: script), ran or _ran()
 
 
 def test_doctor_job_passes_in_long_and_short_spellings():
-    assert run_check("00.1", _job(DOCTOR_JOB)).passed
+    assert run_check("00.1", *_job(DOCTOR_JOB)).passed
     short = DOCTOR_JOB.replace("--partition=alpha", "-p alpha").replace("--ntasks=1", "-n 1")
     short = short.replace("--cpus-per-task=7", "-c 7").replace("--mem-per-cpu=800", "--mem=5600M")
-    assert run_check("00.1", _job(short.replace("course doctor", "srun course doctor"))).passed
+    assert run_check("00.1", *_job(short.replace("course doctor", "srun course doctor"))).passed
 
 
 def test_doctor_job_copied_from_the_session_fails_on_pty():
     pty = DOCTOR_JOB.replace("#SBATCH --time", "#SBATCH --pty\n#SBATCH --time")
-    assert run_check("00.1", _job(pty)).message == (
+    assert run_check("00.1", *_job(pty)).message == (
         "expected no --pty (srun's option for an interactive shell; sbatch has none), "
         "got #SBATCH --pty"
     )
 
 
 def test_doctor_job_names_each_wrong_request():
-    no_time = run_check("00.1", _job(DOCTOR_JOB.replace("#SBATCH --time=00:10:00\n", "")))
+    no_time = run_check("00.1", *_job(DOCTOR_JOB.replace("#SBATCH --time=00:10:00\n", "")))
     assert no_time.verdict == "failed" and no_time.message.endswith("got no --time")
-    per_task = run_check("00.1", _job(DOCTOR_JOB.replace("--mem-per-cpu=800", "--mem=800")))
+    per_task = run_check("00.1", *_job(DOCTOR_JOB.replace("--mem-per-cpu=800", "--mem=800")))
     assert per_task.message == (
         f"the session `{'srun -p alpha --gres=gpu:1 -n 1 -c 7 --pty --mem-per-cpu=800 bash'}`: "
         "expected 5600 MB in all (--mem-per-cpu=800 for 7 CPUs, or --mem=5600M), got 800 MB"
     )
-    no_gpu = run_check("00.1", _job(DOCTOR_JOB.replace("#SBATCH --gres=gpu:1\n", "")))
+    no_gpu = run_check("00.1", *_job(DOCTOR_JOB.replace("#SBATCH --gres=gpu:1\n", "")))
     assert "expected one GPU (--gres=gpu:1), got 0 GPU(s)" in no_gpu.message
-    long = run_check("00.1", _job(DOCTOR_JOB.replace("00:10:00", "2:00:00")))
+    long = run_check("00.1", *_job(DOCTOR_JOB.replace("00:10:00", "2:00:00")))
     assert long.message.endswith("got --time=2:00:00")
 
 
@@ -62,34 +87,70 @@ def test_doctor_job_with_options_after_a_command_fails():
         "#SBATCH --time=00:10:00\nmodule load python/3.11",
         "module load python/3.11\n#SBATCH --time=00:10:00",
     )
-    assert run_check("00.1", _job(late)).message == (
+    assert run_check("00.1", *_job(late)).message == (
         "expected every #SBATCH line before the first command (sbatch stops reading options "
         "there), got '#SBATCH --time=00:10:00' after one"
     )
 
 
 def test_doctor_job_body():
-    no_shebang = run_check("00.1", _job(DOCTOR_JOB.replace("#!/bin/bash\n", "")))
+    no_shebang = run_check("00.1", *_job(DOCTOR_JOB.replace("#!/bin/bash\n", "")))
     assert no_shebang.message.startswith("expected a first line such as #!/bin/bash")
     not_active = DOCTOR_JOB.replace(
         "module load python/3.11\nsource ~/venvs/course/bin/activate\n", ""
     )
     assert "expected the environment activated before `course doctor`" in (
-        run_check("00.1", _job(not_active)).message
+        run_check("00.1", *_job(not_active)).message
     )
     late = DOCTOR_JOB.replace("course doctor", "python train.py\ncourse doctor")
-    assert run_check("00.1", _job(late)).message.endswith("got 'python train.py' before it")
-    shell = run_check("00.1", _job(DOCTOR_JOB + "bash\n"))
+    assert run_check("00.1", *_job(late)).message.endswith("got 'python train.py' before it")
+    shell = run_check("00.1", *_job(DOCTOR_JOB + "bash\n"))
     assert shell.message == "expected no interactive shell in a batch job, got the line 'bash'"
     forgot = run_check(
-        "00.1", _job(DOCTOR_JOB.replace("course doctor", "python -c 'import torch'"))
+        "00.1", *_job(DOCTOR_JOB.replace("course doctor", "python -c 'import torch'"))
     )
     assert forgot.message.startswith("expected a line that runs `course doctor`")
-    assert run_check("00.1", _stub).verdict == "not attempted yet"
+    assert run_check("00.1", _stub, _ran()).verdict == "not attempted yet"
     assert (
-        run_check("00.1", lambda: None).message
+        run_check("00.1", lambda partition, setup: None, _ran()).message
         == "expected the batch script as a string, got NoneType"
     )
+
+
+def test_doctor_job_must_run_and_its_report_is_what_counts():
+    def script(partition, setup):
+        return DOCTOR_JOB.replace("partition=alpha", f"partition={partition}")
+
+    unrun = run_check("00.1", script, lambda script, folder: None)
+    assert unrun.verdict == "not attempted yet" and unrun.message.startswith("run your job first")
+    typed = run_check("00.1", script, _ran("course doctor: all fine\n"))
+    assert typed.verdict == "failed" and "`course doctor`'s report in the job's output" in (
+        typed.message
+    )
+    other = run_check("00.1", script, _ran(REPORT.replace(torch.__version__, "2.3.0")))
+    assert "the report of this environment" in other.message
+
+
+SACCT = "41|doctor|{state}|0:0|00:00:06|7|5600M||00:03.1|{tres}|1|\n"
+SLURM_REPORT = REPORT.replace("not in a Slurm job (no SLURM_JOB_ID)", "job 41 on cn1")
+
+
+def test_a_doctor_job_on_slurm_is_held_against_sacct(fake_commands):
+    def script(partition, setup):
+        return DOCTOR_JOB.replace("partition=alpha", f"partition={partition}")
+
+    tres = "billing=7,cpu=7,gres/gpu=1,mem=5600M,node=1"
+    fake_commands({"sacct": SACCT.format(state="COMPLETED", tres=tres)})
+    done = run_check("00.1", script, _ran(SLURM_REPORT, "slurm", "41"))
+    assert done.passed, done.message
+    fake_commands({"sacct": SACCT.format(state="FAILED", tres=tres)})
+    failed = run_check("00.1", script, _ran(SLURM_REPORT, "slurm", "41"))
+    assert failed.message == "expected job 41 COMPLETED in sacct, got FAILED"
+    fake_commands({"sacct": SACCT.format(state="COMPLETED", tres="cpu=1,mem=2000M,node=1")})
+    small = run_check("00.1", script, _ran(SLURM_REPORT, "slurm", "41"))
+    assert small.message.startswith("expected 7 CPUs and 1 GPU allocated, as the session asks")
+    elsewhere = run_check("00.1", script, _ran(REPORT, "slurm", "41"))
+    assert elsewhere.message.startswith("expected the report of job 41 itself")
 
 
 def test_pairing():
@@ -149,10 +210,11 @@ def test_pick_build_stub_and_newest_always():
 
 def _records(**changes):
     """Records as import_cost.records makes them, from three imports in fresh processes."""
+    cold = {"evicted_bytes": 2**30, "resident_before": 2**30 + 2**28, "resident_after": 2**28}
     samples = [
-        {"state": "cold", "evicted_bytes": 2**30, "seconds": 2.4, "pid": 101},
-        {"state": "warm", "evicted_bytes": 0, "seconds": 2.1, "pid": 102},
-        {"state": "warm", "evicted_bytes": 0, "seconds": 2.0, "pid": 103},
+        {"state": "cold", **cold, "seconds": 2.4, "read_bytes": 2**28, "pid": 101},
+        {"state": "warm", "evicted_bytes": 0, "seconds": 2.1, "read_bytes": 0, "pid": 102},
+        {"state": "warm", "evicted_bytes": 0, "seconds": 2.0, "read_bytes": 4096, "pid": 103},
     ]
     measured = {"module": "torch", "python": "/env/bin/python", "measured_at": 1000.0}
     return {**measured, "samples": samples, **changes}
@@ -190,12 +252,27 @@ def test_import_records_without_a_cold_start_or_from_elsewhere_fail():
         lesson00.verify_import_records(same_pid, "/env/bin/python", 999.0)
 
 
+def test_cold_against_warm_by_what_each_read_from_storage():
+    assert lesson00.compare_cold_and_warm(_records()).startswith("the cold import read")
+    not_cold = _records()
+    not_cold["samples"][0]["read_bytes"] = 0  # imported before the eviction: all in memory
+    with pytest.raises(CheckFailed, match="the cold import reading more from storage than any"):
+        lesson00.compare_cold_and_warm(not_cold)
+    swapped = _records()
+    swapped["samples"][1]["read_bytes"] = 2**29  # the "warm" one read more than the cold one
+    with pytest.raises(CheckFailed, match=r"the cold one read 268,435,456 bytes, a warm one"):
+        lesson00.compare_cold_and_warm(swapped)
+    uncounted = _records()
+    uncounted["samples"][0]["read_bytes"] = -1  # a system without /proc/self/io
+    assert lesson00.compare_cold_and_warm(uncounted).startswith("times only")
+
+
 def test_import_cost_stub_and_missing_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run_check("00.4", _stub).verdict == "not attempted yet"
     nothing = run_check("00.4", lambda path: None)
-    assert nothing.verdict == "failed"
-    assert nothing.message.startswith("expected records saved to runs/import_cost.json, got:")
+    assert nothing.verdict == "not attempted yet"
+    assert nothing.message.startswith("run your measurement first: it saves no records")
 
 
 # ---- held-out cases ------------------------------------------------------------------------
