@@ -68,12 +68,18 @@ test-integration: setup
 # Slurm route has tests of its own (tests/integration/test_lab_slurm.py).
 LAB_LOCAL := COURSE_LAUNCHER=local
 
+# Every check goes through a judge, as in `course grade` (grading/judge_plugin.py): the solutions
+# must earn every point, held-out cases included; the student versions none.
+JUDGE_PASS := -p course_utils.grading.judge_plugin --course-judge=pass
+JUDGE_NONE := -p course_utils.grading.judge_plugin --course-judge=none
+
 test-solutions: setup
-	$(LAB_LOCAL) $(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) solutions
+	$(LAB_LOCAL) $(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) $(JUDGE_PASS) \
+		solutions
 
 # The student versions under nbval-lax (CI runs them on PyTorch 2.6: make test-torch-min).
 test-notebooks: setup
-	$(LAB_LOCAL) $(PYTEST) --nbval-lax $(NBVAL_OPTS) notebooks
+	$(LAB_LOCAL) $(PYTEST) --nbval-lax $(NBVAL_OPTS) $(JUDGE_NONE) notebooks
 
 # The lessons whose cells launch processes (torchrun, Lightning, forked ranks, jobs): the in-job
 # lane runs these (10 on its local route, as the notebook lanes do). IN_JOB_NOTEBOOKS="notebooks/*.ipynb" runs them all.
@@ -117,7 +123,7 @@ $(MIN_STAMP): requirements.txt pyproject.toml
 test-torch-min: $(MIN_STAMP)
 	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	$(MIN_BIN)/python -m pytest tests --ignore=tests/integration
-	$(LAB_LOCAL) $(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) notebooks
+	$(LAB_LOCAL) $(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) $(JUDGE_NONE) notebooks
 
 PY_SOURCES := course_utils tests benchmarks conftest.py
 lint: setup
@@ -168,3 +174,28 @@ $(GPU_SITE)/.installed:
 GPU_REPORT_OPTS ?=
 test-gpu: $(GPU_SITE)/.installed
 	$(GPU_RUN) -m course_utils.tooling.gpu_report $(GPU_REPORT_OPTS)
+
+# --- The site: `make site` builds the lessons as a static site in site/_build/html ---------------
+# From the committed notebooks, executing nothing (course_utils/tooling/site.py writes the sources,
+# Sphinx + myst-nb render them). Its packages (site/requirements.txt) and MathJax (npm) are
+# installed once, behind stamps; after that the build needs no network. View it with
+# `python -m http.server -d site/_build/html`; any static host serves it.
+SITE_BUILD := site/_build
+SITE_STAMP := $(VENV)/.installed-site
+MATHJAX_VERSION := 3.2.2
+MATHJAX := $(SITE_BUILD)/npm/node_modules/mathjax/es5
+
+.PHONY: site
+
+$(SITE_STAMP): site/requirements.txt $(VENV)/.installed
+	$(BIN)/python -m pip install -r site/requirements.txt
+	@touch $@
+
+$(MATHJAX)/tex-chtml.js:
+	npm install --silent --no-audit --no-fund --prefix $(SITE_BUILD)/npm mathjax@$(MATHJAX_VERSION)
+	@touch $@
+
+site: $(SITE_STAMP) $(MATHJAX)/tex-chtml.js
+	$(BIN)/python -m course_utils.tooling.site --out $(SITE_BUILD)/src --mathjax $(MATHJAX)
+	$(BIN)/sphinx-build -q -W --keep-going -j 2 -c site -d $(SITE_BUILD)/doctrees \
+		$(SITE_BUILD)/src $(SITE_BUILD)/html
