@@ -58,6 +58,7 @@ def run(
                 "note": r.note,
                 "best_per_second": r.best_per_second,
                 "retried": r.retried,
+                "spread": r.spread,
             }
             for r in results
         ],
@@ -66,6 +67,8 @@ def run(
         "naive_images_per_second": comparison.naive,
         "tuned_images_per_second": comparison.tuned,
         "speedup": comparison.speedup,
+        "speedup_spread": comparison.spread,
+        "speedup_verdict": comparison.verdict,
     }
 
 
@@ -122,7 +125,8 @@ def main(argv=None) -> int:
         f"side by side ({args.repeats} alternations, medians): naive "
         f"{result['naive_images_per_second']:,.0f} images/s, tuned "
         f"{result['tuned_images_per_second']:,.0f} images/s: {result['speedup']:.2f}x "
-        f"(tuned: {result['tuned_changes']})"
+        f"(tuned: {result['tuned_changes']}; spread {result['speedup_spread']:.0%}: "
+        f"{result['speedup_verdict']})"
     )
     common.save(result, args.out, NAME, device)
     return 0

@@ -5,13 +5,17 @@ The C++ programs in cpp/ are built with CMake against the LibTorch inside the in
 `build_project` for any CMake project whose CMakeLists.txt says `include(CourseTorch)`
 (`course cpp build` on the command line). Tensors travel between Python and C++ as tensor files
 (`write_tensor`, `read_tensor`, cpp/tensor_io.h); `run_model` runs aoti_run or ts_run on a
-batch that way. What the programs load comes from `course_utils.export`.
+batch that way; `median_ms` times Python the way the programs time themselves, `time_ratio` compares
+rounds of such timings. What the programs
+load comes from `course_utils.export`.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -257,6 +261,41 @@ def run_model(
     fields = parse_fields(stdout)
     median = float(fields["median_ms"]) if "median_ms" in fields else None
     return CppResult(read_tensor(output_file), median, stdout)
+
+
+def median_ms(fn, *args, warmup: int = 5, repeat: int = 50, threads: int | None = None) -> float:
+    """Python's counterpart of the C++ programs' own timing (`course::median_ms` in
+    cpp/tensor_io.h, what `run_model(..., repeat=N)` reports): `warmup` untimed calls of
+    `fn(*args)`, then the median wall time of `repeat` calls, each timed alone, in milliseconds.
+    Timing Python this way and C++ that way times them alike. `threads`: torch's intra-op
+    threads meanwhile (as the programs' --threads), restored after. CPU work only: nothing here
+    waits for a GPU."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"repeat={repeat} must be >= 1 and warmup={warmup} >= 0")
+    saved = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for _ in range(warmup):
+                fn(*args)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                fn(*args)
+                times.append((time.perf_counter() - start) * 1e3)
+    finally:
+        torch.set_num_threads(saved)
+    return sorted(times)[len(times) // 2]  # the element tensor_io.h's median_ms takes
+
+
+def time_ratio(a: list[float], b: list[float]) -> tuple[float, bool]:
+    """Times of two routes measured in alternating rounds: a's median round over b's, and
+    whether that is a difference measured (the two ranges of rounds do not overlap)."""
+    if not a or not b:
+        raise ValueError("time_ratio needs at least one round of each route")
+    differs = max(a) < min(b) or min(a) > max(b)
+    return statistics.median(a) / statistics.median(b), differs
 
 
 def cuda_check(program: str | os.PathLike, seed: int = 0) -> dict:

@@ -2,7 +2,10 @@
 
 `tuning_steps` lists the changes the cluster documentation recommends, in order; `tune` applies
 them to a Recipe one at a time, measures each (`throughput.measure`), and keeps a change only
-when it made training measurably faster on this device. A compute-side step dropped while the
+when it made training measurably faster on this device: faster by more than the spread the run
+measured (the best recipe, measured again beside each candidate, gives a range of rates for one
+and the same recipe; a change inside that range is "no difference measured"). A compute-side
+step dropped while the
 loader still limited the job is tried again once a loader-side step has moved the bottleneck
 (lesson 08.2's rule: a fix to the part that does not limit the job cannot show). Steps that
 cannot run here (pinned memory without a GPU) are skipped with the reason. `compare` measures
@@ -33,7 +36,13 @@ from course_utils.throughput import (
 SIDES = ("loader", "compute")
 # How `tune` judges steps, stored with each benchmark record so a plot can say which method
 # produced it (records without it predate the re-try).
-TUNE_METHOD = "one step at a time; compute-side steps dropped while loader-bound re-tried after"
+TUNE_METHOD = (
+    "one step at a time, kept when faster than the spread of the best recipe's own "
+    "measurements; compute-side steps dropped while loader-bound re-tried after"
+)
+OLD_TUNE_METHOD = (  # records made before the spread: each step against a fixed 3% threshold
+    "one step at a time; compute-side steps dropped while loader-bound re-tried after"
+)
 
 
 @dataclass(frozen=True)
@@ -133,10 +142,19 @@ class StepResult:
     note: str  # why it was kept, dropped or skipped
     best_per_second: float | None = None  # the best recipe's rate, measured beside the candidate
     retried: bool = False  # a second verdict, after a loader-side step moved the bottleneck
+    spread: float | None = None  # the relative change the verdict needed: threshold or spread
 
     @property
     def skipped(self) -> bool:
         return self.images_per_second is None
+
+    @property
+    def no_difference(self) -> bool:
+        """Measured, and within the spread of the measurements: neither faster nor slower."""
+        return NO_DIFFERENCE in self.note
+
+
+NO_DIFFERENCE = "no difference measured"
 
 
 def tune(
@@ -150,9 +168,14 @@ def tune(
     retry: bool = True,
     **measure_kwargs,
 ) -> tuple[Recipe, list[StepResult]]:
-    """Apply `steps` one at a time; keep a step when it is more than `threshold` (3%) faster than
-    the best so far. Returns the tuned Recipe and one StepResult per verdict, starting with the
-    baseline.
+    """Apply `steps` one at a time; keep a step when it is faster than the best so far by more
+    than the spread measured, and at least by `threshold` (3%). Returns the tuned Recipe and one
+    StepResult per verdict, starting with the baseline.
+
+    The spread: each best recipe is measured again beside every candidate (`pairs` >= 1), so
+    the run collects several rates of one and the same recipe; their range over their median is
+    what a change must exceed (the largest such range of the best recipes so far, and of the
+    candidate's own rates when `pairs` >= 2). A change within it is "no difference measured".
 
     `retry`: a compute-side step dropped before a loader-side step was kept was judged while the
     loader may have limited the job, where no compute fix can show; after the first pass each
@@ -191,23 +214,37 @@ def tune(
 
 class _Judge:
     """Measures each candidate against the best recipe so far; keeps it when it is faster by
-    more than `threshold`."""
+    more than the spread measured (at least `threshold`)."""
 
     def __init__(self, measure_fn, start: Recipe, threshold: float, pairs: int):
         self.measure_fn, self.threshold, self.pairs = measure_fn, threshold, pairs
         self.best, self.best_rate = start, measure_fn(start)
+        self.best_rates = [self.best_rate]  # every measurement of the best recipe
+        self.noise = 0.0  # the largest spread of a best recipe's own measurements so far
 
     def __call__(self, step: Step, name: str | None = None, why: str = "") -> StepResult:
         candidate = replace(self.best, **step.changes)
         if self.pairs:
-            self.best_rate, rate = _alternate(self.measure_fn, self.best, candidate, self.pairs)
+            best, rates = _alternate(self.measure_fn, self.best, candidate, self.pairs)
+            self.best_rates += best
+            self.best_rate = statistics.median(best)
         else:
-            rate = self.measure_fn(candidate)
-        best_rate, kept = self.best_rate, rate > self.best_rate * (1 + self.threshold)
-        note = f"{rate / best_rate - 1:+.0%} vs best: " + ("kept" if kept else "dropped") + why
+            rates = [self.measure_fn(candidate)]
+        self.noise = max(self.noise, spread(self.best_rates))
+        rate, best_rate = statistics.median(rates), self.best_rate
+        needed = max(self.threshold, self.noise, spread(rates))
+        change = rate / best_rate - 1
+        kept = change > needed
+        if kept or change < -needed:
+            verdict = f"(beyond {needed:.0%}): " + ("kept" if kept else "dropped")
+        else:
+            verdict = f"(within {needed:.0%}): {NO_DIFFERENCE}, dropped"
+        note = f"{change:+.0%} vs best {verdict}{why}"
         if kept:
-            self.best, self.best_rate = candidate, rate
-        return StepResult(name or step.name, rate, kept, note, best_rate, retried=bool(why))
+            self.best, self.best_rate, self.best_rates = candidate, rate, list(rates)
+        return StepResult(
+            name or step.name, rate, kept, note, best_rate, retried=bool(why), spread=needed
+        )
 
     def again(self, step: Step, after: str) -> StepResult:
         """A second verdict on a step dropped before the loader-side step `after` was kept."""
@@ -219,13 +256,20 @@ class _Judge:
         return self(step, name, why)
 
 
-def _alternate(measure_fn, a: Recipe, b: Recipe, repeats: int) -> tuple[float, float]:
-    """Medians of `a` and `b` measured alternately, `repeats` times each."""
+def _alternate(measure_fn, a: Recipe, b: Recipe, repeats: int) -> tuple[list, list]:
+    """The rates of `a` and `b` measured alternately, `repeats` times each."""
     rates_a, rates_b = [], []
     for _ in range(repeats):
         rates_a.append(measure_fn(a))
         rates_b.append(measure_fn(b))
-    return statistics.median(rates_a), statistics.median(rates_b)
+    return rates_a, rates_b
+
+
+def spread(rates) -> float:
+    """How far measurements of one recipe lie apart: their range over their median (0 for one
+    measurement)."""
+    rates = list(rates)
+    return (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -233,10 +277,27 @@ class Comparison:
     naive: float  # median images/s
     tuned: float
     repeats: int
+    naive_rates: tuple = ()  # each measurement, in order
+    tuned_rates: tuple = ()
+    threshold: float = 0.03  # the smallest change called a difference, whatever the spread
 
     @property
     def speedup(self) -> float:
         return self.tuned / self.naive
+
+    @property
+    def spread(self) -> float:
+        """The larger spread of the two recipes' own measurements (see `spread`)."""
+        return max(spread(self.naive_rates or [1]), spread(self.tuned_rates or [1]))
+
+    @property
+    def verdict(self) -> str:
+        """ "faster", "slower" or "no difference measured": the change in medians against the
+        spread of the measurements (at least `threshold`)."""
+        needed = max(self.threshold, self.spread)
+        if self.speedup - 1 > needed:
+            return "faster"
+        return "slower" if self.speedup - 1 < -needed else NO_DIFFERENCE
 
 
 def compare(
@@ -256,7 +317,9 @@ def compare(
         def measure_fn(recipe):
             return measure(recipe, dataset, device, **measure_kwargs)
 
-    return Comparison(*_alternate(measure_fn, naive, tuned, repeats), repeats)
+    naive_rates, tuned_rates = _alternate(measure_fn, naive, tuned, repeats)
+    medians = statistics.median(naive_rates), statistics.median(tuned_rates)
+    return Comparison(*medians, repeats, tuple(naive_rates), tuple(tuned_rates))
 
 
 def results_table(results: list[StepResult]) -> str:

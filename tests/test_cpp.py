@@ -178,3 +178,26 @@ def test_a_failing_or_hung_program_raises_with_its_message(tmp_path, fake_comman
     fake_commands({"aoti_run": processes.Finished(("aoti_run",), None, "", "", 9.0)})
     with pytest.raises(cpp.CppProgramError, match=r"killed after its time limit \(9 s\)"):
         cpp.run_program(program, timeout=9)
+
+
+def test_median_ms_times_each_call_alone_as_the_cpp_programs_do(monkeypatch):
+    """Warm-up calls untimed, then the middle one of the sorted call times (tensor_io.h takes
+    times[size / 2]), with torch's threads as asked meanwhile and restored after."""
+    clock = iter([0.0, 0.003, 1.0, 1.001, 2.0, 2.010, 3.0, 3.002])  # calls of 3, 1, 10, 2 ms
+    monkeypatch.setattr(cpp.time, "perf_counter", lambda: next(clock))
+    calls, threads = [], torch.get_num_threads()
+    median = cpp.median_ms(
+        lambda x: calls.append(torch.get_num_threads()), 0, warmup=2, repeat=4, threads=1
+    )
+    assert median == pytest.approx(3.0) and calls == [1] * 6
+    assert torch.get_num_threads() == threads
+    with pytest.raises(ValueError, match="repeat=0 must be >= 1"):
+        cpp.median_ms(print, repeat=0)
+
+
+def test_time_ratio_is_a_difference_only_where_the_rounds_do_not_overlap():
+    assert cpp.time_ratio([3.9, 4.0, 4.2], [2.7, 2.8, 3.0]) == (pytest.approx(4.0 / 2.8), True)
+    ratio, differs = cpp.time_ratio([2.7, 3.9, 2.8], [2.9, 2.8, 3.0])
+    assert ratio == pytest.approx(2.8 / 2.9) and not differs
+    with pytest.raises(ValueError, match="at least one round"):
+        cpp.time_ratio([], [1.0])

@@ -5,9 +5,11 @@ import stat
 from pathlib import Path
 
 import pytest
+import torch
 
 from course_utils import cpp, export, files
 from course_utils.grading import run_check
+from course_utils.models import Net
 
 pytestmark = pytest.mark.cpp
 
@@ -54,10 +56,41 @@ def build_predict(project):
 
 
 def test_deploy_passes_on_the_reference_and_a_static_export_fails():
-    assert run_check("07.1", deploy).passed
+    done = run_check("07.1", deploy)
+    assert done.passed, done.message
     static = run_check("07.1", deploy_static)
     assert static.verdict == "failed"
     assert static.message.startswith("batch 3: expected your package to accept any batch size")
+
+
+def test_deploy_that_only_pretends_to_run_cpp_fails():
+    """A package left in the folder, and Python's output dressed as the C++ program's result:
+    no file of the C++ program's run is there."""
+
+    def pretends(model, batch, folder):
+        exported = export.export_model(model, batch)
+        export.aoti_package(exported, Path(folder) / "model.pt2")
+        with torch.no_grad():
+            return cpp.CppResult(model(batch), None, "")
+
+    forged = run_check("07.1", pretends)
+    assert forged.verdict == "failed"
+    assert forged.message.startswith(
+        "expected the output file the C++ program wrote in the folder (output.tensor"
+    ), forged.message
+
+
+def test_deploy_of_another_model_fails():
+    """The check's model, not one of the learner's own: a package of other weights runs, but
+    not with the outputs the judge computes."""
+
+    def own_model(model, batch, folder):
+        torch.manual_seed(1)
+        return deploy(Net().eval(), batch, folder)
+
+    other = run_check("07.1", own_model)
+    assert other.verdict == "failed"
+    assert other.message.startswith("the C++ output of batch 5: expected outputs within 1e-05")
 
 
 def test_own_program_passes_on_the_reference():

@@ -1,9 +1,15 @@
 """Checkers of lesson 07, deploying to C++.
 
-07.1 and 07.2 run what the learner built: the course's C++ loader on the learner's own package
-(two batch sizes), and the learner's own C++ program on a fresh batch; both are compared with
-Python. They need cmake and a C++ compiler, and say so where one is missing. 07.3 has held-out
-cases: other GPUs, builds and drivers, decided by `course doctor`'s architecture rule.
+07.1 and 07.2 are the learner's runs: builds and C++ programs. The judge runs none of them, and
+none of the learner's code: probes in the learner's process do. 07.1's probe hands `deploy` a
+model made from the judge's seed and a batch drawn from it, reads what the C++ program wrote in
+the folder, and runs the course's loader on the package left there with a second batch of
+another size. 07.2's probe lets `build_predict` build its program in a copy of the lesson's
+project, then runs that program on a package of the judge's model and a batch from the judge's
+seed. Each probe returns the outputs as plain tensors; the judge makes the same model and the
+same batches itself and compares them with its own eager outputs. The probes need cmake and a
+C++ compiler, and say so where one is missing. 07.3 is a decision on plain data, with held-out
+cases: other GPUs, builds and drivers.
 """
 
 import tempfile
@@ -13,9 +19,19 @@ import torch
 
 from course_utils import cpp, export, files
 from course_utils.doctor.gpu import arch_supported
-from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
+from course_utils.grading import (
+    CheckFailed,
+    call_answer,
+    exercise,
+    expect,
+    held_out,
+    probe,
+    run_probe,
+)
 from course_utils.models import Net
 from course_utils.paths import build_root
+
+TOLERANCE = 1e-5  # C++ against Python's eager outputs, float32 on the CPU
 
 
 def _toolchain() -> None:
@@ -33,13 +49,123 @@ def _batch(n: int, seed: int) -> torch.Tensor:
     return torch.randn(n, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
 
 
-def _model() -> Net:
-    torch.manual_seed(0)
-    return Net().eval()
+def _model(seed: int = 0) -> Net:
+    """The CNN with weights drawn from `seed` (the global generator left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Net().eval()
+
+
+def _eager(seed: int, x: torch.Tensor) -> torch.Tensor:
+    """The judge's own output of the model made from `seed` on `x`."""
+    with torch.no_grad():
+        return _model(seed)(x)
+
+
+def _tensor(value):
+    """A plain CPU tensor from the learner's side, or None for anything else."""
+    return value.detach().cpu() if type(value) is torch.Tensor else None
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:300]
+
+
+def _same(got, want: torch.Tensor, what: str) -> None:
+    expect(type(got) is torch.Tensor, "a tensor of outputs", type(got).__name__, what)
+    expect(
+        tuple(got.shape) == tuple(want.shape),
+        f"an output of shape {tuple(want.shape)}",
+        tuple(got.shape),
+        what,
+    )
+    diff = (got - want).abs().max().item()
+    expect(
+        diff <= TOLERANCE,
+        f"outputs within {TOLERANCE:g} of Python's",
+        f"a difference of {diff:.2g}",
+        what,
+    )
+
+
+# ---- 07.1 ---------------------------------------------------------------------------------
+
+# batch sizes: the one handed to deploy, and the one the course's loader runs on its package
+DEPLOY_BATCHES = (5, 3)
+
+
+@probe("07.1")
+def run_deploy(deploy, seed: int):
+    """In the learner's process: their deploy on the judge's model and batch; what the C++
+    program wrote; the course's loader on the package they left, with another batch size."""
+    first, second = DEPLOY_BATCHES
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        got = deploy(_model(seed), _batch(first, seed + 1), folder)
+        report = {"kind": type(got).__name__, "returned": None, "written": None, "again": None}
+        if type(got) is cpp.CppResult:
+            report["returned"] = _tensor(got.output)
+        written = folder / "output.tensor"
+        if written.is_file():
+            report["written"] = cpp.read_tensor(written)
+        packages = sorted(folder.glob("*.pt2"))
+        report["files"] = sorted(p.name for p in folder.iterdir())
+        report["packages"] = len(packages)
+        if len(packages) == 1:
+            _toolchain()
+            program = cpp.build_programs(["aoti_run"]).program("aoti_run")
+            again = folder / "again"
+            again.mkdir()
+            try:
+                rerun = cpp.run_model(program, packages[0], _batch(second, seed + 2), again)
+                report["again"] = rerun.output
+            except cpp.CppProgramError as e:
+                report["again_error"] = _first_line(e)
+    return report
+
+
+@exercise(
+    "07.1",
+    "deploy a model to C++: export, AOTInductor, the C++ loader",
+    allows=("starts processes", "opens or removes files"),
+    reference=(r"cpp_demo",),
+)
+def check_deploy(deploy, seed: int = 0):
+    first, second = DEPLOY_BATCHES
+    got = run_probe(run_deploy, deploy, seed=seed)
+    expect(
+        got["kind"] == "CppResult",
+        "the C++ program's result (cpp.run_model)",
+        got["kind"],
+    )
+    expect(
+        got["packages"] == 1,
+        "one AOTInductor package (.pt2) in the folder given",
+        got["files"],
+    )
+    want = _eager(seed, _batch(first, seed + 1))
+    _same(got["returned"], want, f"the C++ output of batch {first}")
+    expect(
+        got["written"] is not None,
+        "the output file the C++ program wrote in the folder (output.tensor, cpp.run_model)",
+        f"no such file among {got['files']}",
+    )
+    _same(got["written"], want, f"the file the C++ program wrote for batch {first}")
+    if got.get("again_error"):
+        raise CheckFailed(
+            f"batch {second}: expected your package to accept any batch size, got "
+            f"{got['again_error']} (export with a dynamic batch dimension)"
+        )
+    _same(got["again"], _eager(seed, _batch(second, seed + 2)), f"the C++ output of batch {second}")
+    return f"your package runs in C++ on batches of {first} and {second}, with Python's outputs"
+
+
+# ---- 07.2 ---------------------------------------------------------------------------------
 
 
 def _package() -> Path:
-    """The check's model as a package: compiled once, then reused from build/aoti-packages."""
+    """The judge's model (seed 0) as a package: compiled once, then reused from
+    build/aoti-packages."""
     exported = export.export_model(_model(), _batch(2, seed=0))
     return export.aoti_package(exported, build_root() / "exercise-07" / "net.pt2").path
 
@@ -59,106 +185,114 @@ def _project() -> Path:
     return project
 
 
-def _same(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
-    expect(
-        tuple(got.shape) == tuple(want.shape),
-        f"an output of shape {tuple(want.shape)}",
-        tuple(got.shape),
-        what,
-    )
-    diff = (got - want).abs().max().item()
-    expect(diff <= 1e-5, "outputs within 1e-5 of Python's", f"a difference of {diff:.2g}", what)
+PREDICT_BATCH = 4
 
 
-@exercise("07.1", "deploy a model to C++: export, AOTInductor, the C++ loader")
-def check_deploy(deploy):
-    model = _model()
-    with tempfile.TemporaryDirectory() as tmp:
-        x = _batch(5, seed=1)
-        got = call_answer(deploy, model, x, Path(tmp))
-        expect(
-            isinstance(got, cpp.CppResult),
-            "the C++ program's result (cpp.run_model)",
-            type(got).__name__,
-        )
-        packages = sorted(Path(tmp).glob("*.pt2"))
-        expect(
-            len(packages) == 1,
-            "one AOTInductor package (.pt2) in the folder given",
-            [p.name for p in Path(tmp).iterdir()],
-        )
-        _toolchain()
-        with torch.no_grad():
-            _same(got.output, model(x), "the C++ output of batch 5")
-            program = cpp.build_programs(["aoti_run"]).program("aoti_run")
-            three = _batch(3, seed=2)
-            try:  # the check runs the C++ program itself, on another batch size
-                again = cpp.run_model(program, packages[0], three, Path(tmp))
-            except cpp.CppProgramError as e:
-                raise CheckFailed(
-                    f"batch 3: expected your package to accept any batch size, got "
-                    f"{str(e).splitlines()[0]} (export with a dynamic batch dimension)"
-                ) from None
-            _same(again.output, model(three), "the C++ output of batch 3")
-    return "your package runs in C++ on batches of 5 and 3, with Python's outputs"
-
-
-@exercise("07.2", "build your own C++ program against your package")
-def check_own_program(build_predict):
+@probe("07.2")
+def run_build_predict(build_predict, seed: int):
+    """In the learner's process: their build in a copy of the lesson's project, then their
+    program on a package of the judge's model and a batch from the judge's seed."""
     _toolchain()
-    project = _project()
-    program = call_answer(build_predict, project)
-    expect(
-        program is not None and Path(program).is_file(),
-        "the path of your built program",
-        f"no file at {program}",
-    )
-    course_build = cpp.build_root() / "cpp"
-    expect(
-        Path(program).parent != course_build,
-        "your own program, built from your project",
-        f"the course's {Path(program).name}",
-    )
-    x, package = _batch(4, seed=3), _package()
+    program = build_predict(_project())
+    report = {"kind": type(program).__name__, "program": None, "output": None}
+    if not isinstance(program, (str, Path)) or not Path(program).is_file():
+        report["program"] = str(program) if isinstance(program, (str, Path)) else None
+        return report
+    program = Path(program)
+    report["program"] = str(program)
+    report["course_program"] = program.resolve().parent == (build_root() / "cpp").resolve()
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            got = cpp.run_model(program, package, x, Path(tmp))
+            got = cpp.run_model(program, _package(), _batch(PREDICT_BATCH, seed), Path(tmp))
+            report["output"] = got.output
         except (cpp.CppProgramError, FileNotFoundError, ValueError) as e:
-            raise CheckFailed(
-                f"expected {Path(program).name} PACKAGE INPUT OUTPUT to write OUTPUT, got "
-                f"{str(e).splitlines()[0]}"
-            ) from None
-    with torch.no_grad():
-        _same(got.output, export.load_package(package)(x), f"{Path(program).name} on batch 4")
-    return f"{Path(program).name}, built by your function, reproduces Python on a new batch"
+            report["error"] = _first_line(e)
+    return report
 
+
+@exercise(
+    "07.2",
+    "build your own C++ program against your package",
+    allows=("starts processes", "opens or removes files"),
+    reference=(r"aoti_run",),
+)
+def check_own_program(build_predict, seed: int = 3):
+    got = run_probe(run_build_predict, build_predict, seed=seed)
+    program = got["program"]
+    expect(
+        "course_program" in got,
+        "the path of your built program",
+        f"no file at {program}" if program else got["kind"],
+    )
+    name = Path(program).name
+    expect(
+        not got["course_program"],
+        "your own program, built from your project",
+        f"the course's {name}",
+    )
+    if got.get("error"):
+        raise CheckFailed(
+            f"expected {name} PACKAGE INPUT OUTPUT to write OUTPUT, got {got['error']}"
+        )
+    _same(got["output"], _eager(0, _batch(PREDICT_BATCH, seed)), f"{name} on batch 4")
+    return f"{name}, built by your function, reproduces Python on a new batch"
+
+
+# ---- 07.3 ---------------------------------------------------------------------------------
 
 # (GPU capability, build's architectures, CUDA version that made the build, driver's CUDA
 # version, what happens). A cubin (sm_XY) runs on the same major version with an equal or higher
-# minor (arch-specific sm_XYa only on exactly X.Y); PTX (compute_XY) runs on X.Y or newer GPUs,
-# but only if the driver supports the PTX's ISA version, that is, the CUDA that generated it.
+# minor (arch-specific sm_XYa only on exactly X.Y), under a driver of the same CUDA major version
+# as the build or newer (minor versions are compatible); PTX (compute_XY) runs on X.Y or newer
+# GPUs, but only if the driver supports the PTX's ISA version, that is, the CUDA that made it.
 DIAGNOSES = [
     ((8, 0), ["sm_80", "sm_90"], (12, 8), (12, 2), "runs"),
     ((8, 6), ["sm_80"], (12, 8), (12, 8), "runs"),
     ((9, 0), ["sm_80", "compute_80"], (12, 4), (12, 4), "runs"),
     ((9, 0), ["sm_80", "compute_80"], (12, 8), (12, 2), "update the driver"),
     ((10, 0), ["sm_90a", "compute_90"], (13, 0), (12, 8), "update the driver"),
+    ((9, 0), ["sm_90"], (13, 0), (12, 8), "update the driver"),
     ((9, 0), ["sm_75", "sm_80", "sm_86"], (12, 4), (12, 4), "rebuild for the GPU"),
     ((7, 5), ["compute_80"], (12, 1), (12, 4), "rebuild for the GPU"),
     ((10, 0), ["sm_90a"], (12, 8), (12, 8), "rebuild for the GPU"),
     ((9, 0), ["sm_90a"], (12, 4), (12, 2), "runs"),
+    ((12, 0), ["sm_120"], (12, 8), (13, 0), "runs"),
 ]
 
 
-@exercise("07.3", "a kernel-image error: update the driver or rebuild?")
+def _verdict(capability, archs, built_with, driver) -> str:
+    """The rule 07.3 teaches, `course doctor`'s architecture rule (arch_supported) with the
+    CUDA versions: a cubin that fits runs under a driver of the build's CUDA major version or
+    newer; else a PTX that fits needs a driver at least as new as the CUDA that made it; else
+    nothing serves the GPU."""
+    if arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
+        return "runs" if driver[0] >= built_with[0] else "update the driver"
+    if arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
+        return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
+    return "rebuild for the GPU"
+
+
+def _cuda(version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def _diagnosis(diagnose, capability, archs, built_with, driver, want) -> None:
+    got = call_answer(diagnose, capability, list(archs), built_with, driver)
+    what = (
+        f"diagnose({capability}, {archs}, built with CUDA {_cuda(built_with)}, "
+        f"driver for CUDA {_cuda(driver)})"
+    )
+    expect(type(got) is str and got == want, repr(want), repr(got), what)
+
+
+@exercise(
+    "07.3",
+    "a kernel-image error: update the driver or rebuild?",
+    reference=(r"arch_supported", r"gpu_finding", r"\bdoctor\b"),
+)
 def check_diagnose(diagnose):
     for capability, archs, built_with, driver, want in DIAGNOSES:
-        got = call_answer(diagnose, capability, list(archs), built_with, driver)
-        what = (
-            f"diagnose({capability}, {archs}, built with CUDA {built_with[0]}.{built_with[1]}, "
-            f"driver for CUDA {driver[0]}.{driver[1]})"
-        )
-        expect(got == want, repr(want), repr(got), what)
+        _diagnosis(diagnose, capability, archs, built_with, driver, want)
     return f"all {len(DIAGNOSES)} GPU, build and driver combinations decided correctly"
 
 
@@ -183,33 +317,16 @@ ARCHS = [
 ]
 
 
-def _verdict(capability, archs, built_with, driver) -> str:
-    """The rule 07.3 teaches, with `course doctor`'s: a cubin that fits runs whatever the driver
-    (within one CUDA major version); else a PTX that fits needs a driver at least as new as
-    the CUDA that made it; else nothing serves the GPU."""
-    if arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
-        return "runs"
-    if arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
-        return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
-    return "rebuild for the GPU"
-
-
 @held_out("07.3", cases=3)
 def held_out_diagnoses(rng, diagnose):
-    """Other GPUs, builds and drivers (CUDA 12.x), drawn until a verdict picked at random comes
-    up, so each verdict is as likely: a table of the visible cases fails them."""
+    """Other GPUs, builds and drivers (CUDA 12.x and 13.x), drawn until a verdict picked at
+    random comes up, so each verdict is as likely: a table of the visible cases fails them."""
     want = rng.choice(VERDICTS)
     while True:
         capability = rng.choice(GPUS)
         archs = rng.sample(ARCHS, rng.randint(1, 4))
-        built_with, driver = (12, rng.randint(0, 9)), (12, rng.randint(0, 9))
+        built_with = (rng.choice([12, 12, 13]), rng.randint(0, 9))
+        driver = (rng.choice([12, 13]), rng.randint(0, 9))
         if _verdict(capability, archs, built_with, driver) == want:
             break
-    got = call_answer(diagnose, capability, list(archs), built_with, driver)
-    expect(
-        got == want,
-        repr(want),
-        repr(got),
-        f"diagnose({capability}, {archs}, built with CUDA 12.{built_with[1]}, "
-        f"driver for CUDA 12.{driver[1]})",
-    )
+    _diagnosis(diagnose, capability, archs, built_with, driver, want)

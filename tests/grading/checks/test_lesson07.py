@@ -13,9 +13,10 @@ from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
 
 def diagnose(capability, archs, built_with, driver):
     """The reference answer, with the doctor's architecture rule (`course doctor` uses it):
-    cubins first, then PTX, whose ISA version the driver must know (the CUDA that made it)."""
+    cubins first, under a driver of the build's CUDA major version or newer, then PTX, whose ISA
+    version the driver must know (the CUDA that made it)."""
     if gpu.arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
-        return "runs"
+        return "runs" if driver[0] >= built_with[0] else "update the driver"
     if gpu.arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
         return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
     return "rebuild for the GPU"
@@ -23,6 +24,13 @@ def diagnose(capability, archs, built_with, driver):
 
 def ignores_the_driver(capability, archs, built_with, driver):
     return diagnose(capability, archs, built_with, built_with)
+
+
+def ignores_the_major_version(capability, archs, built_with, driver):
+    """The rule as 07.3 had it: a cubin that fits runs, whatever CUDA built it."""
+    if gpu.arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
+        return "runs"
+    return diagnose(capability, archs, built_with, driver)
 
 
 def stub(*args):
@@ -41,6 +49,15 @@ def test_diagnose_that_forgets_the_ptx_isa_fails_with_the_case():
         r"12.2\): expected 'update the driver', got 'runs'",
         result.message,
     ), result.message
+
+
+def test_diagnose_that_runs_a_cuda_13_cubin_under_a_cuda_12_driver_fails():
+    result = run_check("07.3", ignores_the_major_version)
+    assert result.verdict == FAILED
+    assert result.message == (
+        "diagnose((9, 0), ['sm_90'], built with CUDA 13.0, driver for CUDA 12.8): expected "
+        "'update the driver', got 'runs'"
+    )
 
 
 def test_deploy_must_return_what_the_cpp_program_computed():
@@ -81,7 +98,24 @@ def test_07_3_held_out_cases_fail_a_table_of_the_visible_cases(held_out_catches)
 
     failure = held_out_catches("07.3", diagnose, from_the_table)
     assert re.fullmatch(
-        r"diagnose\(\(\d+, \d\), \[.*\], built with CUDA 12\.\d, driver for CUDA 12\.\d\): "
+        r"diagnose\(\(\d+, \d\), \[.*\], built with CUDA 1[23]\.\d, driver for CUDA 1[23]\.\d\): "
         r"expected '(update the driver|rebuild for the GPU)', got 'runs'",
         failure,
     ), failure
+
+
+def test_lazy_answers_are_flagged_and_builds_are_allowed():
+    from course_utils.grading.grader.plan import review_flags
+
+    honest = {
+        "07.1": "def deploy(model, batch, folder):\n    subprocess.run(['cmake', '--build', 'b'])",
+        "07.2": "def build_predict(project):\n    (project / 'predict.cpp').write_text(SOURCE)",
+    }
+    assert review_flags(honest) == []
+    lazy = {
+        "07.1": "def deploy(model, batch, folder):\n    return cpp_demo.demo(folder)",
+        "07.2": "def build_predict(project):\n    return build / 'aoti_run'",
+        "07.3": "def diagnose(c, archs, b, d):\n    return gpu.arch_supported(c, archs)",
+    }
+    flags = review_flags(lazy)
+    assert [f.split(":")[0] for f in flags] == ["07.1", "07.2", "07.3"], flags
