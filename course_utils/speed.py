@@ -172,10 +172,11 @@ def tune(
     than the spread measured, and at least by `threshold` (3%). Returns the tuned Recipe and one
     StepResult per verdict, starting with the baseline.
 
-    The spread: each best recipe is measured again beside every candidate (`pairs` >= 1), so
-    the run collects several rates of one and the same recipe; their range over their median is
-    what a change must exceed (the largest such range of the best recipes so far, and of the
-    candidate's own rates when `pairs` >= 2). A change within it is "no difference measured".
+    The spread: the best recipe is measured again beside every candidate (`pairs` >= 1), so the
+    run collects several rates of one and the same recipe; their range over their median is
+    what a change must exceed (the best recipe's rates since it became best, the previous
+    best's spread until it has two; and the candidate's own rates when `pairs` >= 2). A change
+    within it is "no difference measured".
 
     `retry`: a compute-side step dropped before a loader-side step was kept was judged while the
     loader may have limited the job, where no compute fix can show; after the first pass each
@@ -219,8 +220,10 @@ class _Judge:
     def __init__(self, measure_fn, start: Recipe, threshold: float, pairs: int):
         self.measure_fn, self.threshold, self.pairs = measure_fn, threshold, pairs
         self.best, self.best_rate = start, measure_fn(start)
-        self.best_rates = [self.best_rate]  # every measurement of the best recipe
-        self.noise = 0.0  # the largest spread of a best recipe's own measurements so far
+        # The best recipe's measurements since it became best; the ones that made it best are
+        # left out (of several noisy candidates, the one kept is more often a lucky one).
+        self.best_rates = [self.best_rate]
+        self.noise = 0.0  # their spread; the previous best's until the new one has two
 
     def __call__(self, step: Step, name: str | None = None, why: str = "") -> StepResult:
         candidate = replace(self.best, **step.changes)
@@ -230,7 +233,8 @@ class _Judge:
             self.best_rate = statistics.median(best)
         else:
             rates = [self.measure_fn(candidate)]
-        self.noise = max(self.noise, spread(self.best_rates))
+        if len(self.best_rates) > 1:
+            self.noise = spread(self.best_rates)
         rate, best_rate = statistics.median(rates), self.best_rate
         needed = max(self.threshold, self.noise, spread(rates))
         change = rate / best_rate - 1
@@ -241,7 +245,7 @@ class _Judge:
             verdict = f"(within {needed:.0%}): {NO_DIFFERENCE}, dropped"
         note = f"{change:+.0%} vs best {verdict}{why}"
         if kept:
-            self.best, self.best_rate, self.best_rates = candidate, rate, list(rates)
+            self.best, self.best_rate, self.best_rates = candidate, rate, []
         return StepResult(
             name or step.name, rate, kept, note, best_rate, retried=bool(why), spread=needed
         )

@@ -268,7 +268,7 @@ def test_a_change_within_the_spread_of_the_best_recipes_own_rates_is_no_differen
         ("batch size 1024", True, False),  # 200 beside 112: +79%, beyond it
     ]
     assert results[1].note == "-10% vs best (within 22%): no difference measured, dropped"
-    assert results[2].spread == pytest.approx(25 / 112.5)  # 100..125 over their median
+    assert results[2].spread == pytest.approx(25 / 124)  # 100..125 over their median 124
     assert tuned == throughput.Recipe(batch_size=1024)
 
 
@@ -282,7 +282,7 @@ def test_pairs_measure_the_spread_of_both_recipes():
 
     steps = speed.tuning_steps(cpus=2, batch_sizes=(512,))[:1]
     _, results = speed.tune(TINY, "cpu", steps, pairs=2, measure_fn=measure)
-    # medians 100.5 and 110: +9%, but the candidate's own two rates lie 40 apart
+    # medians 100 and 110: +10%, but the candidate's own two rates lie 40 apart
     assert results[1].no_difference and results[1].spread == pytest.approx(40 / 110)
 
 
@@ -294,3 +294,18 @@ def test_compare_says_no_difference_within_the_spread():
     steady = iter([100.0, 200.0, 101.0, 202.0, 99.0, 198.0])
     c = speed.compare(throughput.NAIVE, throughput.NAIVE, TINY, measure_fn=lambda r: next(steady))
     assert c.verdict == "faster" and c.spread == pytest.approx(2 / 100)
+
+
+def test_the_spread_is_the_current_best_recipes_without_the_measurement_that_made_it_best():
+    """A noisy best (100 to 140) is replaced by a steady one: the spread is then the new best's
+    own (303 and 300: 1%, so the 3% floor), not the old one's, and its lucky 400 is left out."""
+    rates = iter([100.0, 140.0, 400.0, 303.0, 306.0, 300.0, 330.0])
+
+    def measure(recipe):
+        return next(rates)
+
+    steps = speed.tuning_steps(cpus=2, batch_sizes=(256, 512, 1024))[:3]
+    _, results = speed.tune(TINY, "cpu", steps, pairs=1, measure_fn=measure)
+    assert results[1].kept and results[1].spread == pytest.approx(40 / 120)
+    assert results[2].spread == pytest.approx(40 / 120)  # one rate of the new best: carried
+    assert results[3].spread == 0.03 and results[3].kept  # 330 beside 300: +10%
