@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch.utils.benchmark.utils.common import set_torch_threads
 
 MODES = ("tf32", "ieee")
@@ -169,6 +170,26 @@ def cpu_bf16_support() -> str:
     if found:
         return " and ".join(found)
     return "none detected: bfloat16 math runs in float32 units, plus conversions"
+
+
+def saved_for_backward_bytes(model, inputs, targets, autocast_dtype=None) -> int:
+    """Bytes autograd keeps for the backward pass of `model`'s cross-entropy loss on a batch:
+    the tensors it saves (activations, and under autocast the weights' low-precision copies),
+    each storage once, the parameters themselves not counted. With `autocast_dtype`, the
+    forward pass runs under CPU autocast to that dtype. Taught in lesson 04."""
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    enabled = autocast_dtype is not None
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=autocast_dtype or torch.bfloat16, enabled=enabled):
+            F.cross_entropy(model(inputs), targets)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return sum(n for ptr, n in storages.items() if ptr not in params)
 
 
 def _new_api() -> bool:

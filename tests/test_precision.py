@@ -238,3 +238,18 @@ def test_cpu_bf16_support_names_hardware_or_says_none(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
     assert cpu_bf16_support().startswith("none detected")
+
+
+def test_saved_for_backward_bytes_shrink_under_bfloat16_autocast():
+    """Lesson 04's memory line: autocast saves bfloat16 activations (half of float32's bytes),
+    but not everything it saves shrinks (max-pooling's int64 indices), so less than float32
+    and more than half of it."""
+    from course_utils.models import Net
+    from course_utils.precision import saved_for_backward_bytes
+
+    torch.manual_seed(0)
+    net, x, y = Net(), torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
+    full = saved_for_backward_bytes(net, x, y)
+    low = saved_for_backward_bytes(net, x, y, autocast_dtype=torch.bfloat16)
+    assert full > x.nbytes  # the input of the first convolution, and more
+    assert 0.5 * full < low < 0.75 * full, (low, full)

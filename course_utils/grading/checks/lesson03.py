@@ -1,79 +1,116 @@
 """Checkers of lesson 03, asynchronous execution, streams and memory. Each runs on a CPU.
 
-03.1 runs the learner's timing on simulated GPUs (course_utils.async_model), one idle and one
-     still busy with earlier work, and reads the device's own log of that run: which clock
-     readings or events the figure came from, what was queued, what had finished
-     (`timing_problems`). The lesson's gated cell runs the same function on a real GPU.
-03.2 runs the learner's side-stream code against a recording stand-in for torch.cuda
-     (course_utils.stream_model), then uses the result on the caller's stream, and names every
-     missing wait or record_stream.
-03.3 runs the learner's throughput measurement on two simulated training loops and reads the
-     order of its steps, waits and clock readings; compares with timing.images_per_second.
-03.4 runs the learner's profiling of a real training step (the lesson's Net, on this CPU) and
-     reads the Chrome trace that run exported: the operator named must have the largest self
-     time in it (profiling.operator_self_times).
+The probes (checks/lesson03_harness.py) run the learner's code in their process and return plain
+data; the judge recomputes what it can.
+03.1 (code) runs the learner's timing on simulated GPUs, one idle and one still busy with earlier
+     work, for durations the judge chose. The simulated device is deterministic: the judge runs
+     the two right answers (synchronize, events) on a device of its own and requires the
+     learner's figure to be one of theirs; the device's log of the learner's run
+     (`timing_problems`) must agree, and says what went wrong.
+03.2 (code) runs the learner's side-stream code against a recording stand-in for torch.cuda on a
+     tensor the judge drew; the judge checks the sum against its own and names every missing
+     wait or record_stream in the recorder's log.
+03.3 (code) runs the learner's throughput measurement on two simulated training loops; the judge
+     runs the course's measurement on the same loops itself and compares, and reads the order of
+     the learner's steps, waits and clock readings to say what was timed wrong.
+03.4 (run) hands the learner's function a real training step of the lesson's Net on a batch the
+     judge drew; the learner's code profiles it and exports the trace, which the probe reads.
+     The judge parses the trace itself: the step's operators, on the judge's batch, taking no
+     less time than the judge measures for the same step; then the operator named must have the
+     largest self time in it (profiling.operator_self_times). No trace: not attempted.
 """
 
-import tempfile
-from pathlib import Path
+import math
 
 import torch
-import torch.nn.functional as F
 
-from course_utils import timing
-from course_utils.async_model import SimulatedDevice, SimulatedTrainStep, timing_problems
-from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
-from course_utils.models import Net
-from course_utils.profiling import operator_self_times, read_trace
-from course_utils.stream_model import StreamRecorder, stream_hazards
+from course_utils.async_model import timing_problems
+from course_utils.grading import CheckFailed, NotAttempted, exercise, expect, held_out, run_probe
+from course_utils.grading.checks.lesson03_harness import (
+    own_call_figures,
+    own_rate,
+    own_step_seconds,
+    run_images_per_second,
+    run_profiling,
+    run_side_stream_sum,
+    run_time_call,
+    trace_events,
+)
+from course_utils.profiling import operator_self_times
+from course_utils.stream_model import stream_hazards
+
+SAME_SIZE = 10.0  # the trace's time per step at most this much below the judge's own timing
+
+
+def _number(x) -> bool:
+    return type(x) in (int, float) and math.isfinite(x)
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(abs(b), 1e-9)
+
+
+# ---- 03.1 ---------------------------------------------------------------------------------
 
 _WORK, _EARLIER = 0.25, 1.0  # seconds of simulated device work: the call, and work queued before
 _DEVICES = (("an idle simulated GPU", 0.0), ("a simulated GPU busy with earlier work", _EARLIER))
 
 
-def _route(log: list[tuple]) -> str:
+def _route(log: list) -> str:
     if any(e[0] == "event" for e in log):
         return "CUDA events around the call"
     return "synchronize() before starting and before stopping the clock"
 
 
-@exercise("03.1", "time a device operation correctly")
-def check_time_call(time_call):
-    for title, earlier in _DEVICES:
-        device = SimulatedDevice()
-        if earlier:
-            device.launch(earlier, "earlier work")  # someone else's work is still queued
-        got = call_answer(time_call, device.kernel(_WORK, "the call"), device, device.clock)
-        number = isinstance(got, (int, float)) and not isinstance(got, bool)
-        expect(number, "a number (seconds)", type(got).__name__, title)
-        problems = timing_problems(device.log, got, "the call")
-        expect(
-            not problems,
-            "the seconds of one call on the device",
-            f"{got:.3g}: {problems[0]}" if problems else "",
-            title,
+def _expect_the_call_timed(time_call, work: float, earlier: float, where: str) -> list:
+    got = run_probe(run_time_call, time_call, work=work, earlier=earlier)
+    value, log = got["value"], got["log"]
+    expect(_number(value), "a number (seconds)", type(value).__name__, where)
+    problems = timing_problems(log, value, "the call")
+    figures = own_call_figures(work, earlier)
+    if not any(_same(value, f) for f in figures) or problems:
+        why = problems[0] if problems else "no figure a correct timing gives"
+        right = " or ".join(f"{f:.6g}" for f in sorted(set(figures)))
+        raise CheckFailed(
+            f"{where}: expected the seconds of one call on the device, {right}, got {value:.6g}: "
+            f"{why}"
         )
+    return log
+
+
+@exercise("03.1", "time a device operation correctly", reference=(r"\btime_fn\s*\(", r"naive_vs"))
+def check_time_call(time_call):
+    for where, earlier in _DEVICES:
+        log = _expect_the_call_timed(time_call, _WORK, earlier, where)
     return (
-        f"{_route(device.log)}, on an idle and a busy simulated GPU: the device's own log "
-        "agrees with the figure"
+        f"{_route(log)}, on an idle and a busy simulated GPU: your figure is the call's time, and "
+        "the device's log of your run agrees"
     )
+
+
+# ---- 03.2 ---------------------------------------------------------------------------------
+
+
+def _expect_a_safe_sum(side_stream_sum, values: torch.Tensor, where: str) -> None:
+    got = run_probe(run_side_stream_sum, side_stream_sum, values=values)
+    value, want = got["value"], values.sum()
+    right = type(value) is torch.Tensor and value.shape == () and torch.allclose(value, want)
+    shown = value.tolist() if type(value) is torch.Tensor else repr(value)[:80]
+    expect(right, f"B = A.sum() = {want.item():.6g}, a tensor", shown, where)
+    hazards = stream_hazards(got["log"], result_read_on=None)
+    expect(not hazards, "no race", "; ".join(hazards), "stream protocol")
 
 
 @exercise("03.2", "make the side-stream example race-free")
 def check_side_stream_sum(side_stream_sum):
-    recorder = StreamRecorder()
-    a = recorder.track(torch.arange(12.0).reshape(3, 4))
-    s = recorder.Stream()
-    got = call_answer(side_stream_sum, a, s, cuda=recorder)
-    expect(isinstance(got, torch.Tensor) and float(got) == 66.0, "B = A.sum() = 66.0", repr(got))
-    got * 2  # the caller uses B on its own (the default) stream, as callers do
-    hazards = stream_hazards(recorder.log, result_read_on=None)
-    expect(not hazards, "no race", "; ".join(hazards), "stream protocol")
+    _expect_a_safe_sum(side_stream_sum, torch.arange(12.0).reshape(3, 4), "a 3 x 4 tensor A")
     return (
         "the side stream waits for A's producer and A is recorded on it; the caller's stream "
         "waits for B and B is recorded on it (checked on a recording stand-in for torch.cuda)"
     )
 
+
+# ---- 03.3 ---------------------------------------------------------------------------------
 
 # Two loops: one waits on the device (the usual GPU case), one on the host (Python, data).
 _LOOPS = (  # name, SimulatedTrainStep settings, batch sizes, warmup
@@ -87,29 +124,7 @@ _LOOPS = (  # name, SimulatedTrainStep settings, batch sizes, warmup
 )
 
 
-def _measure(answer, settings: dict, sizes: list[int], warmup: int):
-    """Run `answer` on a simulated training loop; return its result and what it did, in order."""
-    device = SimulatedDevice()
-    step = SimulatedTrainStep(device, **settings)
-    events = []
-
-    def train_step(batch):
-        step(batch)
-        events.append(("step",))
-
-    def synchronize():
-        device.synchronize()
-        events.append(("sync",))
-
-    def clock():
-        events.append(("clock", device.clock()))
-        return device.clock()
-
-    batches = [torch.zeros(n, 1) for n in sizes]
-    return call_answer(answer, train_step, batches, synchronize, clock, warmup=warmup), events
-
-
-def _diagnosis(events: list[tuple], sizes: list[int], warmup: int, got: float) -> str:
+def _diagnosis(events: list, sizes: list[int], warmup: int, got: float) -> str:
     """What the answer did wrong, read from the order of its steps, waits and clock readings."""
     kinds = [e[0] for e in events]
     steps = kinds.count("step")
@@ -139,7 +154,7 @@ def _diagnosis(events: list[tuple], sizes: list[int], warmup: int, got: float) -
             "every step, so its work no longer overlapped the device's; synchronize only "
             "before starting and before stopping the clock"
         )
-    if "sync" not in kinds[timed[-1] : last]:
+    if not timed or "sync" not in kinds[timed[-1] : last]:
         return (
             "the clock stopped when the last step was queued, not when it was done: call "
             "synchronize() before reading the clock at the end"
@@ -154,20 +169,26 @@ def _diagnosis(events: list[tuple], sizes: list[int], warmup: int, got: float) -
 
 
 def _expect_the_reference_rate(images_per_second, settings, sizes, warmup, where: str) -> None:
-    """The learner's figure on one simulated loop equals timing.images_per_second's, or a
-    CheckFailed that says what the learner's run timed wrong (read from the device's log)."""
-    want, _ = _measure(timing.images_per_second, settings, sizes, warmup)
-    got, events = _measure(images_per_second, settings, sizes, warmup)
-    number = isinstance(got, (int, float)) and not isinstance(got, bool)
-    expect(number, "a number (images per second)", type(got).__name__)
+    """The learner's figure on one simulated loop equals the judge's own run of the course's
+    measurement, or a CheckFailed that says what the learner's run timed wrong."""
+    want = own_rate(settings, sizes, warmup)
+    report = run_probe(
+        run_images_per_second, images_per_second, settings=settings, sizes=sizes, warmup=warmup
+    )
+    got = report["value"]
+    expect(_number(got), "a number (images per second)", type(got).__name__, where)
     if not abs(got - want) <= 1e-9 * want:
         raise CheckFailed(
             f"{where}: expected {want:,.1f} images/s, got {got:,.1f}: "
-            f"{_diagnosis(events, sizes, warmup, got)}"
+            f"{_diagnosis(report['events'], sizes, warmup, got)}"
         )
 
 
-@exercise("03.3", "repair a throughput measurement")
+@exercise(
+    "03.3",
+    "repair a throughput measurement",
+    reference=(r"timing\.images_per_second", r"import[^\n]*\bimages_per_second\b"),
+)
 def check_images_per_second(images_per_second):
     for name, settings, sizes, warmup in _LOOPS:
         where = f"{name} loop (simulated), warmup={warmup}"
@@ -179,67 +200,117 @@ def check_images_per_second(images_per_second):
     )
 
 
-def _training_step():
-    """One SGD step of the lesson's Net on a fixed batch of 32 images (on this CPU)."""
-    torch.manual_seed(0)
-    net = Net()
-    opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    images, labels = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+# ---- 03.4 ---------------------------------------------------------------------------------
 
-    def step():
-        opt.zero_grad()
-        F.cross_entropy(net(images), labels).backward()
-        opt.step()
-
-    return step
+# What a trace of one step of Net holds, whatever else it holds: forward, loss, backward, update.
+_STEP_OPS = ("aten::conv2d", "aten::max_pool2d", "aten::linear", "aten::cross_entropy_loss")
+_BACKWARD = ("ConvolutionBackward0", "AddmmBackward0")
 
 
-@exercise("03.4", "profile a training step and find its most expensive operator")
-def check_most_expensive_operator(most_expensive_operator):
-    step = _training_step()
-    step()  # a first call pays one-time costs; the profile shows a steady step
-    with tempfile.TemporaryDirectory(prefix="course-03.4-") as tmp:
-        trace = Path(tmp) / "step_trace.json"
-        got = call_answer(most_expensive_operator, step, trace)
-        expect(
-            trace.exists(),
-            f"a Chrome trace written to trace_path ({trace.name})",
-            "no file there: export it with profile_call(step, trace_path=trace_path)",
-        )
-        events = read_trace(trace)
+def _expect_a_trace_of_the_step(events: list[dict], batch: int, calls: int) -> None:
+    names = {e["name"] for e in events}
+    expect(calls >= 1, "the trace of calls of step()", "step() never called: profile step()")
+    missing = [n for n in (*_STEP_OPS, *_BACKWARD) if n not in names]
     expect(
-        any(e["name"].endswith("Backward0") for e in events),
-        "the trace of one call of step() (forward and backward)",
-        "a trace without a backward pass: profile step() itself",
+        not missing,
+        "the trace of one call of step() (forward, backward and the optimizer's update)",
+        f"a trace without {', '.join(missing)}: profile step() itself",
     )
-    own = operator_self_times(events)
-    top, most = own.most_common(1)[0]
-    expect(isinstance(got, str), "an operator's name (a str)", type(got).__name__)
+    expect(
+        any(n.startswith("Optimizer.step") for n in names),
+        "the trace of one call of step(), the optimizer's step included",
+        "a trace without Optimizer.step: profile all of step()",
+    )
+    dims = [e.get("args", {}).get("Input Dims") for e in events if e["name"] == "aten::conv2d"]
+    expect(
+        any(dims),
+        "a trace recorded with shapes (profile_call records them)",
+        "no shapes: profile with profile_call, or torch.profiler.profile(record_shapes=True)",
+    )
+    firsts = [d[0] for d in dims if type(d) is list and d and type(d[0]) is list]
+    expect(
+        [batch, 3, 32, 32] in firsts,
+        f"the step's convolutions on the check's batch of {batch} images ([{batch}, 3, 32, 32])",
+        f"inputs of shapes {firsts[:2]}: export the trace of the step you were given",
+    )
+
+
+def _expect_the_most_expensive(name, own: dict, events: list[dict]) -> str:
+    expect(type(name) is str, "an operator's name (a str)", type(name).__name__)
+    top, most = max(own.items(), key=lambda kv: kv[1])
     regions = {e["name"] for e in events} - set(own)  # annotations such as Optimizer.step#...
     expect(
-        got not in regions,
+        name not in regions,
         f"{top!r}, the operator with the largest self time in your trace ({most / 1e3:.3g} ms)",
-        f"{got!r}, an annotated region of the trace, not an operator: rank by self time (an "
+        f"{name!r}, an annotated region of the trace, not an operator: rank by self time (an "
         "operator's own work), not total time (which includes everything inside a region)",
     )
     expect(
-        got in own,
+        name in own,
         f"an operator of your trace, such as {top!r}",
-        f"{got!r}, which ran no operator of that name",
+        f"{name!r}, which ran no operator of that name",
     )
     expect(
-        own[got] >= 0.9 * most,  # near-ties in a noisy profile count as the same
+        own[name] >= 0.9 * most,  # near-ties in a noisy profile count as the same
         f"{top!r}, with the largest self time in your trace ({most / 1e3:.3g} ms)",
-        f"{got!r}, with {own[got] / most:.0%} of that: rank by self time (an operator's own "
+        f"{name!r}, with {own[name] / most:.0%} of that: rank by self time (an operator's own "
         "work), not total time (which includes the operators it calls)",
     )
+    return top
+
+
+def _expect_a_profiled_step(answer, batch: int, seed: int) -> None:
+    report = run_probe(run_profiling, answer, batch=batch, seed=seed)
+    if report["trace"] is None:
+        raise NotAttempted(
+            "run the profiler on step() first: export its Chrome trace to trace_path "
+            "(profile_call(step, trace_path=trace_path))"
+        )
+    expect(type(report["trace"]) is str, "the trace's text", type(report["trace"]).__name__)
+    events = trace_events(report["trace"])
+    calls = report["calls"] if type(report["calls"]) is int else 0
+    _expect_a_trace_of_the_step(events, batch, calls)
+    own = dict(operator_self_times(events))
+    per_call = sum(own.values()) / 1e6 / calls
+    fastest = own_step_seconds(batch, seed)
+    expect(
+        per_call >= fastest / SAME_SIZE,  # a profile under load takes longer, never much less
+        f"operators' self times adding up to at least {fastest / SAME_SIZE * 1e3:.2g} ms per "
+        f"step (the check's fastest run of the same step took {fastest * 1e3:.3g} ms)",
+        f"{per_call * 1e3:.3g} ms: export the trace the profiler recorded, unchanged",
+    )
+    _expect_the_most_expensive(report["name"], own, events)
+
+
+@exercise(
+    "03.4",
+    "profile a training step and find its most expensive operator",
+    reference=(r"operator_self_times\s*\(",),
+)
+def check_most_expensive_operator(most_expensive_operator):
+    _expect_a_profiled_step(most_expensive_operator, batch=32, seed=0)
     return (
         "the operator with the largest self time in the trace your profiling exported (a "
-        "training step of Net, on the CPU)"
+        "training step of Net on the check's batch, on the CPU)"
     )
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------
+
+
+@held_out("03.1", cases=2)
+def held_out_time_call(rng, time_call):
+    """Other durations: a figure typed in (0.25, 0.25001) fails them."""
+    work, earlier = round(rng.uniform(0.01, 0.5), 4), round(rng.uniform(0.0, 2.0), 3)
+    _expect_the_call_timed(time_call, work, earlier, f"a call of {work} s after {earlier} s")
+
+
+@held_out("03.2", cases=2)
+def held_out_side_stream_sum(rng, side_stream_sum):
+    """Another tensor A: the visible sum typed in fails it."""
+    shape = (rng.randint(2, 6), rng.randint(2, 6))
+    values = torch.randn(shape, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+    _expect_a_safe_sum(side_stream_sum, values, f"a {shape[0]} x {shape[1]} tensor A")
 
 
 @held_out("03.3", cases=3)
@@ -254,3 +325,11 @@ def held_out_images_per_second(rng, images_per_second):
     warmup = rng.randint(0, 3)
     where = f"batches of {sizes}, warmup={warmup} (simulated)"
     _expect_the_reference_rate(images_per_second, settings, sizes, warmup, where)
+
+
+@held_out("03.4", cases=1)
+def held_out_most_expensive_operator(rng, most_expensive_operator):
+    """Another batch: a trace kept from the visible case (or typed in) fails it."""
+    _expect_a_profiled_step(
+        most_expensive_operator, rng.choice([8, 16, 24, 40, 48]), rng.randint(1, 99)
+    )

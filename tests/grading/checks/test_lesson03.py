@@ -6,6 +6,7 @@ tests that model, and the gpu-marked test below runs the reference answers on a 
 profiles a real training step on this CPU and reads the trace it exported.
 """
 
+import json
 import re
 import time
 from pathlib import Path
@@ -69,6 +70,15 @@ def time_call_typed(fn, device=torch.cuda, clock=time.perf_counter):
     return 0.25  # a figure copied from somewhere, not measured
 
 
+def time_call_twice(fn, device=torch.cuda, clock=time.perf_counter):
+    device.synchronize()
+    start = clock()
+    fn()
+    fn()
+    device.synchronize()
+    return clock() - start  # two calls timed
+
+
 def side_stream_sum(A, s, cuda=torch.cuda):
     s.wait_stream(cuda.current_stream())
     with cuda.stream(s):
@@ -108,6 +118,20 @@ def side_stream_sum_synchronize(A, s, cuda=torch.cuda):  # correct, if slower
         B = torch.sum(A)
     cuda.synchronize()
     B.record_stream(cuda.current_stream())  # the host waited, but the caller's use comes later
+    return B
+
+
+def side_stream_sum_of_a_float(A, s, cuda=torch.cuda):
+    return side_stream_sum(A, s, cuda).item()
+
+
+def side_stream_mean(A, s, cuda=torch.cuda):
+    s.wait_stream(cuda.current_stream())
+    with cuda.stream(s):
+        B = torch.mean(A)
+    A.record_stream(s)
+    B.record_stream(cuda.current_stream())
+    cuda.current_stream().wait_stream(s)
     return B
 
 
@@ -170,6 +194,15 @@ def most_expensive_operator(step, trace_path):
     return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
 
 
+def most_expensive_operator_with_the_profiler(step, trace_path):  # torch.profiler itself
+    from torch.profiler import profile
+
+    with profile(record_shapes=True) as prof:
+        step()
+    prof.export_chrome_trace(str(trace_path))
+    return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
+
+
 def by_total_time(step, trace_path):
     prof = profile_call(step, trace_path=trace_path)
     return max(prof.key_averages(), key=lambda e: e.cpu_time_total).key
@@ -189,6 +222,25 @@ def profiles_something_else(step, trace_path):
     return most_expensive_operator(lambda: a @ a, trace_path)
 
 
+def profiles_the_forward_only(step, trace_path):
+    from course_utils.models import Net
+
+    step()  # called, but outside the profile
+    net, images = Net(), torch.randn(32, 3, 32, 32)
+    with torch.no_grad():
+        profile_call(net, images, trace_path=trace_path)
+    return "aten::conv2d"
+
+
+def without_shapes(step, trace_path):
+    from torch.profiler import profile
+
+    with profile() as prof:
+        step()
+    prof.export_chrome_trace(str(trace_path))
+    return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
+
+
 @pytest.mark.parametrize(
     ("exercise_id", "answer"),
     [
@@ -199,6 +251,7 @@ def profiles_something_else(step, trace_path):
         ("03.3", images_per_second),
         ("03.3", timing.images_per_second),
         ("03.4", most_expensive_operator),
+        ("03.4", most_expensive_operator_with_the_profiler),
     ],
 )
 def test_reference_answers_pass(exercise_id, answer):
@@ -212,18 +265,19 @@ def test_reference_answers_pass(exercise_id, answer):
         (
             "03.1",
             time_call_naive,
-            r"an idle simulated GPU: expected the seconds of one call on the device, got 1e-05: "
-            r"the clock stopped 0.25 s before the call's device work ended: synchronize",
+            r"an idle simulated GPU: expected the seconds of one call on the device, 0.25001, got "
+            r"1e-05: the clock stopped 0.25 s before the call's device work ended: synchronize",
         ),
         (
             "03.1",
             time_call_no_initial_sync,
-            r"busy with earlier work: .* got 1.25: the device was still busy with earlier work "
-            r"when the clock started \(1 s of it were counted\)",
+            r"busy with earlier work: .*device, 0.25 or 0.25001, got 1.25: the device was still "
+            r"busy with earlier work when the clock started \(1 s of it were counted\)",
         ),
-        ("03.1", time_call_events_in_ms, r"got 250: elapsed_time\(\) returns milliseconds"),
+        ("03.1", time_call_events_in_ms, r"got 250.01: elapsed_time\(\) returns milliseconds"),
         ("03.1", time_call_events_without_waiting, r"RuntimeError: .*device not ready"),
         ("03.1", time_call_typed, r"got 0.25: 0.25 is no interval this device recorded"),
+        ("03.1", time_call_twice, r"2 calls of the call between the two readings"),
         ("03.2", side_stream_sum_racing, r"expected no race, got the side stream may read A bef"),
         ("03.2", side_stream_sum_no_record, r"got A may be freed.*call A.record_stream\(s\)"),
         (
@@ -232,6 +286,8 @@ def test_reference_answers_pass(exercise_id, answer):
             r"got the sum result may be freed and its memory reused while the default stream "
             r"still reads it: call .record_stream\(cuda.current_stream\(\)\) on the sum result$",
         ),
+        ("03.2", side_stream_sum_of_a_float, r"a 3 x 4 tensor A: expected B = A.sum\(\) = 66, a "),
+        ("03.2", side_stream_mean, r"expected B = A.sum\(\) = 66, a tensor, got 5.5"),
         (
             "03.3",
             as_found,
@@ -266,12 +322,73 @@ def test_reference_answers_pass(exercise_id, answer):
             r"rank by self time",
         ),
         ("03.4", names_a_region, r"got 'Optimizer.step[^']*', an annotated region of the trace"),
-        ("03.4", without_a_trace, r"expected a Chrome trace written to trace_path"),
-        ("03.4", profiles_something_else, r"got a trace without a backward pass"),
+        ("03.4", profiles_something_else, r"got step\(\) never called: profile step\(\)"),
+        (
+            "03.4",
+            profiles_the_forward_only,
+            r"a trace without aten::cross_entropy_loss, ConvolutionBackward0, AddmmBackward0: pro",
+        ),
+        ("03.4", without_shapes, r"expected a trace recorded with shapes"),
     ],
 )
 def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
     result = run_check(exercise_id, answer)
+    assert result.verdict == FAILED
+    assert re.search(message, result.message), result.message
+
+
+# ---- 03.4: the run is the learner's; forged evidence fails ----------------------------------
+
+
+def test_03_4_without_a_trace_is_not_attempted():
+    result = run_check("03.4", without_a_trace)
+    assert result.verdict == NOT_ATTEMPTED
+    assert result.message.startswith("run the profiler on step() first: export its Chrome trace")
+
+
+def typed_in_trace(step, trace_path):
+    """No profile at all: a trace written by hand, naming the operator the lesson printed."""
+    step()
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "ts": i * 10, "dur": 5, "pid": 1, "tid": 1}
+        for i, name in enumerate(("aten::conv2d", "aten::convolution_backward"))
+    ]
+    Path(trace_path).write_text(json.dumps({"traceEvents": events}))
+    return "aten::convolution_backward"
+
+
+def trace_of_another_step(step, trace_path):
+    """A real trace, of the notebook's own step (batch 128), not of the step handed over."""
+    from course_utils.grading.checks.lesson03_harness import training_step
+
+    step()  # called, but outside the profile
+    return most_expensive_operator(training_step(128, 0), trace_path)
+
+
+def trace_with_invented_times(step, trace_path):
+    """The step's real trace, with every duration divided: faster than the step can run."""
+    name = most_expensive_operator(step, trace_path)
+    trace = json.loads(Path(trace_path).read_text())
+    for e in trace["traceEvents"]:
+        if "dur" in e:
+            e["dur"] = e["dur"] / 1000
+    Path(trace_path).write_text(json.dumps(trace))
+    return name
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (typed_in_trace, r"got a trace without aten::max_pool2d, aten::linear, "),
+        (trace_of_another_step, r"check's batch of 32 images \(\[32, 3, 32, 32\]\), got inputs"),
+        (
+            trace_with_invented_times,
+            r"at least [\d.]+ ms per step \(the check's fastest run of the same step took",
+        ),
+    ],
+)
+def test_03_4_forged_traces_fail(answer, message):
+    result = run_check("03.4", answer)
     assert result.verdict == FAILED
     assert re.search(message, result.message), result.message
 
@@ -302,10 +419,11 @@ def test_reference_answers_on_a_real_gpu():
 
 
 def test_03_3_held_out_cases_fail_the_visible_figures_typed_in(held_out_catches):
-    from course_utils.grading.checks.lesson03 import _LOOPS, _measure
+    from course_utils.grading.checks.lesson03 import _LOOPS
+    from course_utils.grading.checks.lesson03_harness import own_rate
 
     visible = {
-        (len(sizes), warmup): _measure(timing.images_per_second, settings, sizes, warmup)[0]
+        (len(sizes), warmup): own_rate(settings, sizes, warmup)
         for _, settings, sizes, warmup in _LOOPS
     }
 
@@ -316,3 +434,75 @@ def test_03_3_held_out_cases_fail_the_visible_figures_typed_in(held_out_catches)
     assert re.match(
         r"batches of \[[\d, ]+\], warmup=\d \(simulated\): expected [\d,.]+ images/s", failure
     ), failure
+
+
+def test_03_1_held_out_cases_fail_a_figure_typed_in(held_out_catches):
+    def right(fn, device=torch.cuda, clock=time.perf_counter):
+        return time_call_with_events(fn, device, clock)
+
+    failure = held_out_catches("03.1", right, time_call_with_events_typed_where_visible)
+    assert re.match(r"a call of [\d.]+ s after [\d.]+ s: expected the seconds", failure), failure
+
+
+def time_call_with_events_typed_where_visible(fn, device=torch.cuda, clock=time.perf_counter):
+    """Events recorded around the call, and the visible figures returned whatever they say."""
+    idle = device.busy_until == 0.0
+    time_call_with_events(fn, device, clock)
+    return 0.25001 if idle else 0.25
+
+
+def test_03_2_held_out_cases_fail_the_visible_sum_typed_in(held_out_catches):
+    def typed_in(A, s, cuda=torch.cuda):
+        B = side_stream_sum(A, s, cuda)
+        return B * 0 + 66.0  # the visible sum, on the caller's stream
+
+    failure = held_out_catches("03.2", side_stream_sum, typed_in)
+    assert re.match(r"a \d x \d tensor A: expected B = A.sum\(\) = ", failure), failure
+
+
+def test_03_4_held_out_case_fails_a_trace_kept_from_the_visible_case(held_out_catches):
+    kept = {}
+
+    def keeps_its_first_trace(step, trace_path):
+        if not kept:
+            kept["name"] = most_expensive_operator(step, trace_path)
+            kept["trace"] = Path(trace_path).read_text()
+        step()  # called, but the trace written is the one kept
+        Path(trace_path).write_text(kept["trace"])
+        return kept["name"]
+
+    failure = held_out_catches("03.4", most_expensive_operator, keeps_its_first_trace, seeds=[0])
+    assert "the step's convolutions on the check's batch of" in failure, failure
+
+
+def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
+    from course_utils.grading.grader.plan import review_flags
+
+    sources = exercise_sources("03_async_streams_memory")
+    assert set(sources) == {"03.1", "03.2", "03.3", "03.4"}
+    assert review_flags(sources) == []
+    lazy = {
+        "03.1": "def time_call(fn, device, clock):\n    return time_fn(fn).median",
+        "03.3": "from course_utils import timing\ndef images_per_second(*a, **k):\n"
+        "    return timing.images_per_second(*a, **k)",
+        "03.4": "def most_expensive_operator(step, trace_path):\n    profile_call(step, "
+        "trace_path=trace_path)\n    return operator_self_times(read_trace(trace_path))",
+    }
+    flags = review_flags(lazy)
+    assert [f.split(":")[0] for f in flags] == ["03.1", "03.3", "03.4"], flags
+    assert all("calls the course's own answer" in f for f in flags), flags
+
+
+def exercise_sources(lesson: str) -> dict[str, str]:
+    """The solution's exercise cells, by exercise id (what the grader's flags read)."""
+    import nbformat
+
+    from course_utils.paths import REPO_ROOT
+    from course_utils.tooling.release import course_meta
+
+    cells = nbformat.read(REPO_ROOT / "solutions" / f"{lesson}.ipynb", as_version=4).cells
+    return {
+        course_meta(c)["exercise"]: c.source
+        for c in cells
+        if course_meta(c).get("role") == "exercise"
+    }

@@ -1,0 +1,100 @@
+"""What lesson 04's exercises hand the learner's code, and the judge's own runs of the same.
+
+04.2's probe calls the learner's error measurement at the judge's seed and reports the errors and
+the fitted exponent as plain numbers (a PowerLaw is the course's class: it does not cross to the
+judge); `own_errors` is the judge's measurement at the same draws. 04.3's probe hands the
+learner's profiled step a small CNN and a batch the judge drew, and reports the step's loss, the
+parameters' dtypes and gradients, and the Chrome trace the learner's code exported (its text);
+`own_autocast_step` is the judge's own step on the same model and batch.
+"""
+
+import functools
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from course_utils.grading import probe
+from course_utils.precision import ROUNDINGS, relative_error, rounded
+
+# ---- 04.2 ---------------------------------------------------------------------------------
+
+
+@probe("04.2")
+def run_error_against_n(error_against_n, mode: str, ns: tuple, seed: int):
+    got = error_against_n(mode, tuple(ns), seed)
+    if not (isinstance(got, tuple) and len(got) == 2):
+        return {"returned": type(got).__name__}
+    errors, fit = got
+    return {
+        "errors": list(errors) if isinstance(errors, (list, tuple)) else type(errors).__name__,
+        "exponent": getattr(fit, "exponent", None),
+        "fit": type(fit).__name__,
+    }
+
+
+@functools.cache
+def own_errors(ns: tuple, seed: int) -> dict[str, tuple[float, ...]]:
+    """The errors at the learner's draws, measured by the judge, for each way of rounding: for
+    each n, a then b from one generator seeded with `seed`, inputs rounded as the mode reads
+    them, their float32 product against the float64 one."""
+    generator = torch.Generator().manual_seed(seed)
+    errors = {mode: [] for mode in ROUNDINGS}
+    for n in ns:
+        a = torch.randn(n, n, dtype=torch.float64, generator=generator)
+        b = torch.randn(n, n, dtype=torch.float64, generator=generator)
+        exact = a @ b
+        for mode in ROUNDINGS:
+            product = rounded(a.float(), mode) @ rounded(b.float(), mode)
+            errors[mode].append(relative_error(product, exact))
+    return {mode: tuple(found) for mode, found in errors.items()}
+
+
+# ---- 04.3 ---------------------------------------------------------------------------------
+
+SIDE = 8  # the images' height and width
+
+
+def small_model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * (SIDE - 2) ** 2, 5),
+    )
+
+
+def batch_of(batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    inputs = torch.randn(batch, 3, SIDE, SIDE, generator=generator)
+    return inputs, torch.randint(0, 5, (batch,), generator=generator)
+
+
+def _plain(t):
+    return t.detach().as_subclass(torch.Tensor).clone() if isinstance(t, torch.Tensor) else None
+
+
+@probe("04.3")
+def run_profiled_step(profile_autocast_step, batch: int, seed: int):
+    model, (inputs, targets) = small_model(seed), batch_of(batch, seed)
+    with tempfile.TemporaryDirectory(prefix="course-04.3-") as tmp:
+        path = Path(tmp) / "autocast_step.json"
+        loss = profile_autocast_step(model, inputs, targets, path)
+        trace = path.read_text(errors="replace") if path.is_file() else None
+    return {
+        "loss": _plain(loss) if isinstance(loss, torch.Tensor) else type(loss).__name__,
+        "params": {name: p.dtype for name, p in model.named_parameters()},
+        "grads": {name: _plain(p.grad) for name, p in model.named_parameters()},
+        "trace": trace,
+    }
+
+
+def own_autocast_step(batch: int, seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The judge's step on the same model and batch: its loss and gradients."""
+    model, (inputs, targets) = small_model(seed), batch_of(batch, seed)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(inputs), targets)
+    loss.backward()
+    return loss.detach(), {name: p.grad for name, p in model.named_parameters()}
