@@ -12,6 +12,7 @@ import inspect
 import io
 import json
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +31,15 @@ def quiet_profiler_logs() -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
+@contextlib.contextmanager
+def quiet_profiler_warnings():
+    """Without torch.profiler's note that it "clears events at the end of each cycle", which
+    some releases (2.11) print at the first profile of a process whatever its cycles."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+        yield
+
+
 def profile_call(fn, *args, trace_path: str | os.PathLike | None = None, cuda=False, **kwargs):
     """Run `fn(*args, **kwargs)` under torch.profiler (CPU, and CUDA when `cuda`); return it.
 
@@ -39,7 +49,7 @@ def profile_call(fn, *args, trace_path: str | os.PathLike | None = None, cuda=Fa
 
     quiet_profiler_logs()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, record_shapes=True) as prof:
+    with quiet_profiler_warnings(), profile(activities=activities, record_shapes=True) as prof:
         fn(*args, **kwargs)
         if cuda:
             torch.cuda.synchronize()  # the GPU work must finish inside the profile

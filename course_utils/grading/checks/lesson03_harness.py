@@ -23,6 +23,7 @@ from course_utils import timing
 from course_utils.async_model import SimulatedDevice, SimulatedTrainStep
 from course_utils.grading import CheckFailed, probe
 from course_utils.models import Net
+from course_utils.profiling import quiet_profiler_warnings
 from course_utils.stream_model import StreamRecorder
 
 # ---- 03.1 ---------------------------------------------------------------------------------
@@ -153,7 +154,8 @@ def run_profiling(most_expensive_operator, batch: int, seed: int):
 
     with tempfile.TemporaryDirectory(prefix="course-03.4-") as tmp:
         path = Path(tmp) / "step_trace.json"
-        name = most_expensive_operator(counted, path)
+        with quiet_profiler_warnings():  # a PyTorch release's note, not the learner's output
+            name = most_expensive_operator(counted, path)
         trace = path.read_text(errors="replace") if path.is_file() else None
     return {"name": name, "trace": trace, "calls": len(calls)}
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from course_utils.grading import probe
 from course_utils.precision import ROUNDINGS, relative_error, rounded
+from course_utils.profiling import quiet_profiler_warnings
 
 # ---- 04.2 ---------------------------------------------------------------------------------
 
@@ -81,7 +82,8 @@ def run_profiled_step(profile_autocast_step, batch: int, seed: int):
     model, (inputs, targets) = small_model(seed), batch_of(batch, seed)
     with tempfile.TemporaryDirectory(prefix="course-04.3-") as tmp:
         path = Path(tmp) / "autocast_step.json"
-        loss = profile_autocast_step(model, inputs, targets, path)
+        with quiet_profiler_warnings():  # a PyTorch release's note, not the learner's output
+            loss = profile_autocast_step(model, inputs, targets, path)
         trace = path.read_text(errors="replace") if path.is_file() else None
     return {
         "loss": _plain(loss) if isinstance(loss, torch.Tensor) else type(loss).__name__,
