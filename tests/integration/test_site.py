@@ -75,17 +75,24 @@ def _output_text(output) -> str:
     return "\n".join(p if isinstance(p, str) else "".join(p) for p in parts)
 
 
+def as_rendered(markdown: str) -> str:
+    """Markdown as a page shows it: no backticks or emphasis marks, a link's text alone
+    (prose may say return `"runs"`, which a page shows as return "runs")."""
+    return re.sub(r"[`*]", "", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown))
+
+
 def shown_text(solution: nbformat.NotebookNode) -> str:
-    """All the site may show of a lesson: the released notebook's cells, and the stored outputs
-    of every cell that is not an exercise."""
+    """All the site may show of a lesson: the released notebook's cells (prose also as
+    rendered), and the stored outputs of every cell that is not an exercise."""
     cells = release_notebook(solution).cells
+    prose = [as_rendered(c.source) for c in cells if c.cell_type == "markdown"]
     outputs = [
         _output_text(o)
         for c in solution.cells
         if c.cell_type == "code" and course_meta(c).get("role") != "exercise"
         for o in c.outputs
     ]
-    return "\n".join([c.source for c in cells] + outputs)
+    return "\n".join([c.source for c in cells] + prose + outputs)
 
 
 @functools.cache
@@ -94,7 +101,8 @@ def distinctive_lines(paths: tuple[Path, ...]) -> dict[str, str]:
     released notebooks, the non-exercise cells and their outputs, README or the batch scripts."""
     solutions = {p.name[:2]: nbformat.read(p, as_version=4) for p in paths}
     shown = [shown_text(nb) for nb in solutions.values()]
-    shown += [(bs.ROOT / "README.md").read_text()]
+    readme = (bs.ROOT / "README.md").read_text()
+    shown += [readme, as_rendered(readme)]
     shown += [p.read_text() for p in sorted((bs.ROOT / "slurm").glob("*.sh"))]
     allowed = squeeze("\n".join(shown))
     return {
