@@ -1,6 +1,7 @@
 """course_utils.lightning_helpers: how the installed Lightning saves, read from its source."""
 
 import builtins
+import os
 
 import pytest
 
@@ -29,3 +30,34 @@ def test_without_lightning_the_route_says_so(monkeypatch):
         "lightning": "not installed here (No module named 'lightning'); "
         "pip install -r requirements.txt"
     }
+
+
+def test_fit_without_ckpt_path_loads_an_hpc_checkpoint_only_inside_a_slurm_job(
+    tmp_path, monkeypatch
+):
+    """Lesson 06's claim, on the installed Lightning: `ckpt_path=None` becomes "hpc" (the newest
+    hpc_ckpt_<N>.ckpt of default_root_dir, where auto-requeue saves) inside a Slurm job, that is
+    SLURM_NTASKS set and a job name other than bash or interactive; elsewhere it loads nothing."""
+    pytest.importorskip("lightning")
+    import lightning as L
+    from lightning.pytorch.trainer.states import TrainerFn
+
+    for name in [k for k in os.environ if k.startswith("SLURM_")]:
+        monkeypatch.delenv(name)
+    for n in (1, 3):
+        (tmp_path / f"hpc_ckpt_{n}.ckpt").write_bytes(b"")
+    quiet = dict(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(default_root_dir=tmp_path, accelerator="cpu", devices=1, **quiet)
+
+    def parsed():
+        connector = trainer._checkpoint_connector
+        return connector._parse_ckpt_path(
+            TrainerFn.FITTING, None, model_provided=True, model_connected=False
+        )
+
+    assert parsed() is None
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    assert parsed() == str(tmp_path / "hpc_ckpt_3.ckpt")
+    monkeypatch.setenv("SLURM_JOB_NAME", "interactive")
+    assert parsed() is None
