@@ -7,13 +7,16 @@ runs the lab's steps with the same scripts a learner submits: the staging step (
 the scaling study (1, 2 and 4 ranks on one node, 2 nodes x 2), one job after the other, and the
 sweep (a throttled array). --cpus-per-task overrides the scripts' 4: the CI cluster's two nodes
 share one machine's cores, so its jobs run with as many CPUs as the local route's threads.
-The result holds every record, each staging rank's result and the 2-node run's transport lines,
+Run it with COURSE_DEVICE=cpu on a cluster without GPUs (its jobs then ask for none). The result
+holds every record, each staging rank's result, the 2-node run's transport lines and Slurm's
+accounting of every job (sacct's lines, from which lesson 10 computes seff's efficiencies),
 labelled with the machine, date and the course's commit.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import shutil
 import sys
@@ -70,6 +73,9 @@ def record(work: Path, cpus_per_task: int, lrs: list[float]) -> dict:
         "sweep": [r for r in found if r["study"] == "sweep"],
         "staging": staging.load_results(work / "staging"),
         "logs": {"2x2": transport_lines(two_nodes.output)},
+        "accounting": {
+            run.name: [dataclasses.asdict(step) for step in run.steps] for run in [staged, *runs]
+        },
     }
 
 

@@ -12,13 +12,16 @@
 #     for size in "-N1 -n1" "-N1 -n2" "-N1 -n4" "-N2 -n4 --ntasks-per-node=2"; do
 #         sbatch $size slurm/lab_scaling.sh --data runs/10/data --out runs/10/records
 #     done
-# (the lesson's notebook submits exactly these: course_utils.lab.scaling). Each node stages the
-# data set on its own disk once (SLURM_TMPDIR, else TMPDIR, else /tmp) and the ranks train on
-# that copy; rank 0 writes one JSON record. srun is given the CPUs per task explicitly (some
-# Slurm releases, 22.05 to 23.02, do not pass the job's --cpus-per-task on to srun) and, on
-# GPUs, one GPU per task, the one closest to the task's CPUs. NCCL_DEBUG=INFO makes NCCL name
-# its transport in the log (INIT and NET lines only).
-# CPU variant (gloo, no GPU used): COURSE_DEVICE=cpu sbatch slurm/lab_scaling.sh ...
+# (the lesson's notebook submits the same set with your own script: course_utils.lab.cluster). Each
+# node stages the data set on its own disk once (SLURM_TMPDIR, else TMPDIR, else /tmp) and the
+# ranks train on that copy; rank 0 writes one JSON record. srun is given the CPUs per task
+# explicitly (some Slurm releases, 22.05 to 23.02, do not pass the job's --cpus-per-task on to
+# srun). Its tasks inherit the job's --gpus-per-task=1, and with it Slurm's per-task binding
+# (21.08 and newer): each task sees one GPU of its own, as cuda:0. No --gpu-bind: an explicit one
+# overrides that binding (closest may give a task every GPU of its NUMA domain). NCCL_DEBUG=INFO
+# makes NCCL name its transport in the log (INIT and NET lines only).
+# One run at the header's size (1 node, 1 task): sbatch slurm/lab_scaling.sh --data ... --out ...
+# CPU variant (gloo, no GPU asked for): COURSE_DEVICE=cpu sbatch --gpus-per-task=0 ...
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record
 # (the first Command=: an array task's record can list the other tasks too).
@@ -29,7 +32,5 @@ course_activate
 course_master
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
 export NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,NET}
-gpus=(--gpus-per-task=1 --gpu-bind=closest)
-if course_cpu; then gpus=(); fi
 
-srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${gpus[@]}" "${course_task[@]}" python -m course_utils.jobs.lab_train "$@"
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${course_task[@]}" python -m course_utils.jobs.lab_train "$@"

@@ -12,6 +12,7 @@
 # copy; then the first task of each node times reading the images as small files and as one
 # archive, from the shared folder and from the local copy. Each task writes <out>/rank<R>.json:
 #     sbatch slurm/lab_staging.sh --data runs/10/data --out runs/10/staging
+# (the lesson passes --answer FILE: a module with your stage_dataset, which every task calls)
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record
 # (the first Command=: an array task's record can list the other tasks too).

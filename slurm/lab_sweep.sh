@@ -13,7 +13,8 @@
 #     sbatch slurm/lab_sweep.sh --data runs/10/data --out runs/10/records --lrs 0.02,0.1,0.3
 # --array=0-2%2 runs 3 tasks, at most 2 at a time (the %: a throttle, so a sweep of hundreds does
 # not take the whole partition); for 8 values: sbatch --array=0-7%2 slurm/lab_sweep.sh ...
-# CPU variant (gloo, no GPU used): COURSE_DEVICE=cpu sbatch slurm/lab_sweep.sh ...
+# Each task sees its one GPU (the job's --gpus-per-task=1, inherited by srun: Slurm's per-task
+# binding). CPU variant (gloo, no GPU asked for): COURSE_DEVICE=cpu sbatch --gpus-per-task=0 ...
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record
 # (the first Command=: an array task's record can list the other tasks too).
@@ -23,7 +24,5 @@ source "${COURSE_DIR:-$(dirname "${course_script:-$0}")/..}/slurm/config.sh"
 course_activate
 course_master
 export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK
-gpus=(--gpus-per-task=1 --gpu-bind=closest)
-if course_cpu; then gpus=(); fi
 
-srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${gpus[@]}" "${course_task[@]}" python -m course_utils.jobs.lab_train "$@"
+srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" "${course_task[@]}" python -m course_utils.jobs.lab_train "$@"

@@ -64,3 +64,31 @@ def test_each_rule_says_what_it_wanted_and_what_came():
     ]
     two_sruns = text + "srun hostname\n"
     assert scripts.body_problems(two_sruns) == ["one srun line, got 2"]
+
+
+@pytest.mark.parametrize("bind", ["closest", "none", "map_gpu:0,1", "'closest'"])
+def test_an_explicit_gpu_bind_that_overrides_per_task_binding_is_refused(bind):
+    """Slurm 21.08+: --gpus-per-task=1 implies --gpu-bind=per_task:1; an explicit --gpu-bind
+    overrides it (srun.1, sbatch.1), and closest may give a task all GPUs of its NUMA domain."""
+    text = (
+        cluster.SCRIPTS["scaling"]
+        .read_text()
+        .replace(
+            'srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK"',
+            f'srun --kill-on-bad-exit=1 -c "$SLURM_CPUS_PER_TASK" --gpu-bind={bind}',
+        )
+    )
+    (problem,) = scripts.body_problems(text)
+    assert problem.startswith(f"no --gpu-bind={bind.strip(chr(39))}: --gpus-per-task=1 already")
+    per_task = text.replace(f"--gpu-bind={bind}", "--gpu-bind=per_task:1")
+    assert scripts.body_problems(per_task) == []
+    commented = cluster.SCRIPTS["scaling"].read_text() + "# srun --gpu-bind=closest is wrong\n"
+    assert scripts.body_problems(commented) == []
+
+
+def test_the_course_scripts_ask_no_gpu_binding_of_their_own():
+    for name in ("scaling", "sweep"):
+        text = cluster.SCRIPTS[name].read_text()
+        body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+        assert "--gpu-bind" not in body and "--gpus-per-task" not in body, name
+        assert "#SBATCH --gpus-per-task=1" in text  # the job asks; srun's tasks inherit it

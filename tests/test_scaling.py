@@ -9,6 +9,7 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 from lab_fixtures import record, study  # noqa: E402
 
+from course_utils import accounting, how_many  # noqa: E402
 from course_utils.lab import scaling  # noqa: E402
 
 
@@ -57,11 +58,64 @@ def test_ranks_to_ask_is_the_most_that_stay_efficient(efficiencies, threshold, r
 
 def test_the_decision_says_why():
     rows = scaling.scaling_rows(study({"1x2": 0.9, "1x4": 0.6, "2x2": 0.5}))
-    assert scaling.ranks_to_ask(rows).why == "4 ranks (1x4) reach only 60% efficiency, below 80%"
+    assert scaling.ranks_to_ask(rows).why == (
+        "the most GPUs that keep 80% efficiency; 4 ranks (1x4) reach only 60%"
+    )
     good = scaling.scaling_rows(study({"1x2": 0.9, "1x4": 0.9, "2x2": 0.85}))
     assert "measure more ranks" in scaling.ranks_to_ask(good).why
-    with pytest.raises(ValueError, match="threshold=0 must be in"):
+    with pytest.raises(ValueError, match="min_efficiency=0 must be in"):
         scaling.ranks_to_ask(rows, 0)
+
+
+@pytest.mark.parametrize("deadline", [None, 0.2, 0.1, 0.05, 0.001])
+def test_the_decision_is_how_many_choose_on_the_best_rate_per_count(deadline):
+    """One rule for lessons 08 and 10: lesson 10 applies how_many.choose to its runs, the
+    faster of two shapes with as many ranks standing for the count."""
+    rows = scaling.scaling_rows(study({"1x2": 0.9, "1x4": 0.7, "2x2": 0.85}))
+    assert scaling.rates(rows) == pytest.approx({1: 1000.0, 2: 1800.0, 4: 3400.0})
+    choice = how_many.choose(scaling.rates(rows), scaling.WORK, deadline)
+    decision = scaling.ranks_to_ask(rows, deadline_hours=deadline)
+    assert decision.ranks == choice.gpus and choice.why in decision.why
+    assert decision.name == {1: "1x1", 2: "1x2", 4: "2x2"}[decision.ranks]
+
+
+def test_the_sweeps_best_learning_rate_is_its_lowest_last_loss():
+    runs = [record(f"lr-{lr}", study="sweep", lr=lr) for lr in (0.02, 0.1, 0.3)]
+    for run, loss in zip(runs, (2.1, 1.4, 1.9)):
+        run["loss"]["last"] = loss
+    assert scaling.best_lr(runs) == 0.1
+    with pytest.raises(ValueError, match="no sweep records"):
+        scaling.best_lr([])
+
+
+SACCT = """\
+12|lab-1x2-ab12cd34|COMPLETED|0:0|00:00:10|2|4000M||00:00:12|billing=2,cpu=2,mem=4000M,node=1|1|
+12.batch|batch|COMPLETED|0:0|00:00:10|2||3188K|00:00:01|cpu=2,mem=4000M,node=1|1|1
+12.0|python|COMPLETED|0:0|00:00:09|2||409600K|00:00:11|cpu=2,mem=4000M,node=1|1|2
+13_0|lab-sweep-ab12cd34|COMPLETED|0:0|00:00:20|1|2000M||00:00:15|billing=1,cpu=1,mem=2000M,node=1|1|
+13_0.0|python|COMPLETED|0:0|00:00:19|1||204800K|00:00:15|cpu=1,mem=2000M,node=1|1|1
+13_1|lab-sweep-ab12cd34|COMPLETED|0:0|00:00:20|1|2000M||00:00:10|billing=1,cpu=1,mem=2000M,node=1|1|
+"""
+
+
+def test_the_jobs_efficiency_as_seff_computes_it_from_sacct():
+    jobs = scaling.per_job(accounting.parse_sacct(SACCT))
+    assert sorted(jobs) == ["12", "13_0", "13_1"]  # an array's tasks are jobs of their own
+    table = scaling.jobs_table([(job, accounting.efficiency(steps)) for job, steps in jobs.items()])
+    lines = table.splitlines()
+    # 12: 12 s of CPU over 10 s x 2 CPUs; 400 MB x 2 tasks of 4000 MB
+    assert re.split(r"\s{2,}", lines[1]) == [
+        "12",
+        "12",
+        "COMPLETED",
+        "10",
+        "2",
+        "60%",
+        "800",
+        "4000",
+        "20%",
+    ]
+    assert lines[3].split()[-4:] == ["50%", "-", "2000", "-"]  # no step with a peak: no figure
 
 
 def test_table_and_plot_from_records():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from course_utils.batch import JOB_VARIABLE, NODE_VARIABLE
 from course_utils.lab import staging
 
 
@@ -39,9 +40,9 @@ def test_node_name_and_folder_per_job_and_node():
     env = {"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "cn3", "TMPDIR": "/t"}
     assert staging.node_name(env) == "cn3"
     assert staging.stage_folder(env) == Path("/t/course-lab-42/cn3")
-    emulated = {**env, staging.NODE_VARIABLE: "node1"}  # the local emulation of 2 nodes
+    emulated = {**env, NODE_VARIABLE: "node1"}  # the local emulation of 2 nodes
     assert staging.stage_folder(emulated) == Path("/t/course-lab-42/node1")
-    local = {staging.JOB_VARIABLE: "local-9-1", staging.NODE_VARIABLE: "node0", "TMPDIR": "/t"}
+    local = {JOB_VARIABLE: "local-9-1", NODE_VARIABLE: "node0", "TMPDIR": "/t"}
     assert staging.stage_folder(local) == Path("/t/course-lab-local-9-1/node0")
 
 
@@ -91,6 +92,12 @@ def test_reading_small_files_and_one_archive(tmp_path):
 
 def test_staging_saving_is_reads_saved_minus_the_copy():
     assert staging.staging_saving(0.5, 0.1, 1.0, reads=20) == pytest.approx(7.0)
+    # a node of 2 ranks in a job of 4 reads half the data set per epoch (DistributedSampler):
+    # 10 epochs are 5 reads of it, not 10 x 2
+    half = staging.node_share(2, 4)
+    assert half == 0.5 and staging.staging_saving(0.5, 0.1, 1.0, 10 * half) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="ranks_on_node=3 must be between 1 and world_size=2"):
+        staging.node_share(3, 2)
     assert staging.staging_saving(0.1, 0.1, 0.3, reads=20) == pytest.approx(-0.3)  # no gain
     with pytest.raises(ValueError, match="must not be negative"):
         staging.staging_saving(0.1, 0.1, 0.3, reads=-1)
@@ -115,3 +122,36 @@ def test_make_archive_is_written_whole(tmp_path):
     archive = _archive(tmp_path)
     assert archive.is_file() and not list(archive.parent.glob(f".{archive.name}*"))
     assert os.path.getsize(archive) > 500
+
+
+def test_the_job_variables_a_learners_function_gets_on_either_route():
+    slurm = {"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "cn3", "PATH": "/bin"}
+    assert staging.job_environ(slurm) == slurm  # a Slurm task: as it is
+    local = {JOB_VARIABLE: "local-9-1", NODE_VARIABLE: "node1", "RANK": "3", "LOCAL_RANK": "1"}
+    got = staging.job_environ(local)
+    assert (got["SLURM_JOB_ID"], got["SLURMD_NODENAME"]) == ("local-9-1", "node1")
+    assert (got["SLURM_PROCID"], got["SLURM_LOCALID"]) == ("3", "1")
+
+
+def test_a_copys_digest_names_every_file_and_its_contents(tmp_path):
+    folder = tmp_path / "images"
+    folder.mkdir()
+    files = {"a.bin": b"1" * 10, "b.bin": b"2" * 20}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    assert staging.content_digest(folder) == staging.bytes_digest(files)
+    (folder / "b.bin").write_bytes(b"2" * 19)  # a copy cut short
+    assert staging.content_digest(folder) != staging.bytes_digest(files)
+    assert staging.content_digest(tmp_path / "none") is None and staging.bytes_digest({}) is None
+
+
+def test_what_counts_as_reading_the_archive():
+    names = {"/data/images.tar"}
+    assert staging.reads_archive("open", ("/data/images.tar", "rb", 0), names)
+    assert staging.reads_archive("open", (b"/data/images.tar", "r", 0), names)
+    assert not staging.reads_archive("open", ("/data/other", "rb", 0), names)
+    assert not staging.reads_archive("open", (3, "rb", 0), names)  # a descriptor
+    assert staging.reads_archive("os.system", (b"tar xf /data/images.tar -C /t",), names)
+    spawn = ("tar", ["tar", "xf", "/data/images.tar"], None, None)
+    assert staging.reads_archive("subprocess.Popen", spawn, names)
+    assert not staging.reads_archive("os.listdir", ("/data/images.tar",), names)

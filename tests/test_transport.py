@@ -39,6 +39,18 @@ def test_bus_bandwidth_is_algbw_times_2_n_minus_1_over_n():
         ("h:1:2 [0] NCCL INFO Channel 00 : 0[1a000] -> 1[1a000] [receive] via NET/IB/0", "ib"),
         ("h:1:2 [7] NCCL INFO Channel 03/0 : 15[7] -> 6[6] [send] via NET/Socket/3", "socket"),
         ("gloo INFO rank 0 -> rank 1 via TCP/lo 127.0.0.1:1 -> 127.0.0.1:2", "socket"),
+        ("h:1:2 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct", "shm"),  # 2.30.7
+        ("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM", "p2p"),  # 2.30.7
+        # aws-ofi-nccl: "Libfabric" since v1.13, "AWS Libfabric" before (aws-ofi-nccl#715)
+        (
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/Libfabric/0/GDRDMA",
+            "plugin",
+        ),
+        (
+            "h:1:2 [2] NCCL INFO Channel 04/1 : 15[7] -> 2[2] [receive] via NET/AWS "
+            "Libfabric/1/GDRDMA/Shared",
+            "plugin",
+        ),
     ],
 )
 def test_links_name_the_transport(line, kind):
@@ -63,6 +75,42 @@ def test_across_nodes_the_slowest_network_link_decides():
     assert transport.diagnose(p2p) == "p2p"
     assert transport.diagnose(p2p + gdr) == "ib-gdr"
     assert transport.diagnose(p2p + gdr + ib) == "ib"  # one HCA without GPUDirect slows all
+
+
+def test_a_network_plugin_is_named_not_misread():
+    """aws-ofi-nccl's links (EFA, Slingshot) are "a network plugin", named; across nodes the
+    plugin's link decides over the P2P links within a node."""
+    log = EXCERPTS["plugin"].text
+    assert transport.diagnose(log) == "plugin" and transport.network_plugin(log) == "Libfabric"
+    assert transport.describe(log).startswith("plugin: a network plugin, 'Libfabric' (")
+    assert transport.network_plugin(EXCERPTS["ib"].text) is None
+    socket = "h:1:2 [0] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/Socket/0\n"
+    assert transport.diagnose(log + "\n" + socket) == "socket"  # a known slow link still decides
+
+
+# What NCCL 2.30.7 prints (checked at its tag v2.30.7-1): the formats each excerpt line follows.
+V2_30_7 = [
+    r"Bootstrap: Using \w+:[\d.]+<0>",  # src/bootstrap.cc (no space before ':' since 2.24)
+    r"Channel \d\d/\d : \d+\[\d+\] -> \d+\[\d+\] via P2P/(CUMEM|MNNVL)(/read)?(/CE)?",  # p2p.cc
+    r"Channel \d\d : \d+\[\d+\] -> \d+\[\d+\] via SHM/direct",  # shm.cc
+    r"Channel \d\d/\d : \d+\[\d+\] -> \d+\[\d+\] \[(send|receive)\] via NET/[^/]+/\d+(/GDRDMA)?",
+    r"NET/IB : Using( \[\d\]\w+:\d/(IB|RoCE))+ (\[RO\])?; OOB \w+:[\d.]+<0>",  # net_ib/init.cc
+    r"NET/IB : No device found\.",
+    r"NET/IB : GPU Direct RDMA (Enabled|Disabled) for HCA \d+ '\w+'",  # src/graph/topo.cc
+    r"NET/Socket : Using( \[\d\]\w+:[\d.]+<0>)+",  # net_socket.cc
+    r"Using network \w+",  # src/init.cc
+    r"NET/Plugin: Loaded net plugin \w+ \(v12\)",  # src/plugin/net/net_v12.cc
+    r"Initialized NET plugin \w+",  # src/plugin/net.cc
+    r"NET/OFI .+",  # aws-ofi-nccl's own lines (include/nccl_ofi_log.h)
+]
+
+
+@pytest.mark.parametrize("name", sorted(EXCERPTS))
+def test_every_excerpt_line_is_one_nccl_2_30_7_prints(name):
+    for line in EXCERPTS[name].text.splitlines():
+        text = line.split(" NCCL INFO ", 1)[1]
+        assert any(re.fullmatch(f, text) for f in V2_30_7), line
+    assert "P2P/IPC" not in EXCERPTS[name].text  # the legacy path: NCCL_CUMEM_ENABLE=0 only
 
 
 @pytest.mark.parametrize("name", sorted(EXCERPTS))

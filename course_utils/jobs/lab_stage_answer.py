@@ -6,9 +6,10 @@ The check starts one of these per rank, with the rank's job variables (SLURM_JOB
 SLURMD_NODENAME, SLURM_TMPDIR or TMPDIR ...) in its environment. Each waits for GO_FILE, so
 that the ranks of a node call the function at the same moment, then calls
 `stage_dataset(ARCHIVE, dict(os.environ))` from ANSWER.py and prints one JSON line: the folder
-it returned, how many of the archive's files were there, whole, when it returned, and whether
-this process read the archive, as Python's audit hooks saw it (an `open` of the archive, or a
-command that names it). Torch-free.
+it returned, how many of the archive's files were there, whole, when it returned, the digest of
+what the folder holds (`staging.content_digest`), and whether this process read the archive, as
+Python's audit hooks saw it (`staging.watch_reads`: an `open` of the archive, or a command that
+names it). Torch-free.
 """
 
 from __future__ import annotations
@@ -21,35 +22,11 @@ import tarfile
 import time
 from pathlib import Path
 
-SPAWNS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
+from course_utils.lab import staging
+
 # Seconds the first read of the archive takes here, as on a busy shared file system: a rank that
 # does not wait for the others is then caught reading it too, however the machine schedules them.
 SLOW_FIRST_READ = 0.2
-
-
-def reads_archive(event: str, args: tuple, names: set[str]) -> bool:
-    """Whether an audit event reads the archive (whose paths are `names`): an `open` of it, or
-    a command line that names it (tar xf ARCHIVE)."""
-    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-        path = os.fsdecode(args[0])
-        return path in names or os.path.abspath(path) in names
-    return event in SPAWNS and any(name in repr(args) for name in names)
-
-
-def reads_of(archive: Path) -> list:
-    """A list that grows by one each time this process reads `archive` (an audit hook, which
-    cannot be removed: this process runs the learner's function once and ends)."""
-    names = {str(archive), str(archive.resolve())}
-    seen = []
-
-    def hook(event, args):
-        if reads_archive(event, args, names):
-            seen.append(event)
-            if len(seen) == 1:
-                time.sleep(SLOW_FIRST_READ)
-
-    sys.addaudithook(hook)
-    return seen
 
 
 def members(archive: Path) -> dict[str, int]:
@@ -76,7 +53,7 @@ def main(argv=None) -> int:
     deadline = time.monotonic() + 30
     while not go.exists() and time.monotonic() < deadline:
         time.sleep(0.005)
-    seen = reads_of(archive)
+    seen = staging.watch_reads(archive, SLOW_FIRST_READ)
     try:
         returned = module.stage_dataset(archive, dict(os.environ))
     except NotImplementedError:
@@ -95,6 +72,7 @@ def main(argv=None) -> int:
         "whole": found,
         "expected": len(expected),
         "read_archive": bool(seen),
+        "digest": staging.content_digest(folder / staging.IMAGES) if is_dir else None,
     }
     print(json.dumps(report), flush=True)
     return 0

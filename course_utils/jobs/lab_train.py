@@ -26,11 +26,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
-from course_utils import data, distributed, hpc, models, monitor, reference
+from course_utils import data, distributed, hpc, models, monitor, nvidia, reference
 from course_utils.batch import LAUNCHER_VARIABLE
-from course_utils.device import local_device
+from course_utils.device import ENV as DEVICE_VARIABLE
 from course_utils.job_config import option, parse, parser, shared
-from course_utils.lab import measure, run_records, small_files, staging, transport
+from course_utils.lab import gpus, measure, run_records, small_files, staging, transport
 from course_utils.lab.cluster import SCRIPT_VARIABLE
 from course_utils.lab.energy import EnergyMeter
 
@@ -69,12 +69,35 @@ def parse_args(argv=None) -> Options:
     return args
 
 
-def join(args):
+@dataclass(frozen=True)
+class Joined:
+    """A rank in its job: who it is, its node, its device and threads, the decision that chose
+    them (every rank's view of its GPUs, by UUID: lab.gpus) and the group its DDP uses."""
+
+    env: distributed.DistEnv
+    node: str
+    device: torch.device
+    threads: int
+    plan: gpus.Plan
+    views: list
+    group: object = None  # an NCCL group beside the default gloo one, or None: the default
+
+
+def join(args) -> Joined:
+    """Join the job over gloo (every rank can), learn what every task sees, then decide each
+    rank's GPU and the job's backend the same way on every rank (`gpus.plan`): nccl, in a group
+    of its own, when every rank has a GPU of its own (per-task binding, or the node's GPUs all
+    visible); else gloo, and the line says why."""
     env = distributed.DistEnv.from_environ()
-    device = local_device(
-        env.local_rank, env.local_world_size, "cpu" if args.disable_cuda else None
-    )
-    distributed.init_process_group(None, env, timeout=args.timeout, device=device)
+    node = staging.node_name(os.environ)
+    distributed.init_process_group("gloo", env, timeout=args.timeout, device=torch.device("cpu"))
+    use_gpus = not args.disable_cuda and os.environ.get(DEVICE_VARIABLE) != "cpu"
+    views = measure.gather(gpus.this_task(node, env.local_rank, use_gpus).as_dict())
+    plan = gpus.plan([gpus.View.from_dict(v) for v in views], env.rank)
+    device, group = torch.device(plan.device), None
+    if plan.backend == "nccl":
+        torch.cuda.set_device(device)
+        group = dist.new_group(backend="nccl")
     # the CPUs this rank may run on, and those of the ranks on its machine: without core
     # binding (torchrun's workers in one task, a site that does not confine tasks) they share
     mine = sorted(os.sched_getaffinity(0))
@@ -82,12 +105,13 @@ def join(args):
     shared = [set(cpus) for host, cpus in measure.gather((machine, mine)) if host == machine]
     threads = args.threads or measure.threads_per_rank(hpc.allocated_cpus(), set(mine), shared)
     threads = hpc.configure_threads(threads)
-    node = staging.node_name(os.environ)
+    visible = views[env.rank]["visible"]
     distributed.print_line(
         f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {node}: joined, "
-        f"backend {dist.get_backend()}, device {device}, {threads} threads, from {env.source}"
+        f"backend {plan.backend}, device {device}, {threads} threads, from {env.source}; "
+        f"CUDA_VISIBLE_DEVICES={visible if visible is not None else '(unset)'}: {plan.note}"
     )
-    return env, device, threads, node
+    return Joined(env, node, device, threads, plan, views, group)
 
 
 def stage(args, env) -> tuple[staging.Staged, dict]:
@@ -116,13 +140,15 @@ def batches(loader, sampler, count: int):
         epoch += 1
 
 
-def train(args, env, device, staged):
+def train(args, me: Joined, staged):
+    env, device = me.env, me.device
     dataset = small_files.FolderImages(staged.path / staging.IMAGES)
     sampler = DistributedSampler(dataset, env.world_size, env.rank, shuffle=True, seed=0)
     loader = data.make_loader(dataset, args.batch_size, sampler=sampler, drop_last=True)
     torch.manual_seed(0)
     model = models.Net().to(device)
-    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    cuda = device.type == "cuda"
+    ddp = DDP(model, device_ids=[device.index] if cuda else None, process_group=me.group)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -144,17 +170,19 @@ def train(args, env, device, staged):
     return seconds, losses, share
 
 
-def measured(args, env, device, threads, staged):
-    """Train under the CPU, GPU and energy meters; every rank's figures, gathered."""
-    cpu = monitor.cpu_probe(threads)
-    gpu = monitor.gpu_probe(device.index or 0) if device.type == "cuda" else None
-    meter = EnergyMeter.start(device)
-    with monitor.Monitor(gpu or (lambda: {}), interval=0.2) as gpus:
-        seconds, losses, share = train(args, env, device, staged)
+def measured(args, me: Joined, staged):
+    """Train under the CPU, GPU and energy meters; every rank's figures, gathered. A rank
+    samples the GPU it trains on, found among nvidia-smi's by its UUID (not GPU 0)."""
+    cpu = monitor.cpu_probe(me.threads)
+    index = gpus.nvml_index(me.plan.uuid, nvidia.gpus()) if me.device.type == "cuda" else None
+    gpu = monitor.gpu_probe(index) if index is not None else None
+    meter = EnergyMeter.start(me.device, index=index)
+    with monitor.Monitor(gpu or (lambda: {}), interval=0.2) as sampled:
+        seconds, losses, share = train(args, me, staged)
         cpu_percent = cpu()["cpu %"]
     energy = meter.stop()
-    counted = energy.source == "nvml" or (energy.source == "rapl" and env.local_rank == 0)
-    gpu_mean = gpus.summary().get("gpu %", {}).get("mean")
+    counted = energy.source == "nvml" or (energy.source == "rapl" and me.env.local_rank == 0)
+    gpu_mean = sampled.summary().get("gpu %", {}).get("mean")
     return measure.gather(
         {
             "seconds": sum(seconds),
@@ -163,14 +191,16 @@ def measured(args, env, device, threads, staged):
             "share": share,
             "cpu": cpu_percent,
             "gpu": gpu_mean,
+            "nvml_index": index,
             "energy": energy.as_dict(),
             "joules": energy.joules if counted and energy.joules is not None else 0.0,
         }
     )
 
 
-def show_transport(args, env, device) -> tuple[transport.AllReduce, list[str]]:
-    seconds = measure.allreduce_seconds(args.allreduce_bytes, device)
+def show_transport(args, me: Joined) -> tuple[transport.AllReduce, list[str]]:
+    env = me.env
+    seconds = measure.allreduce_seconds(args.allreduce_bytes, me.device, group=me.group)
     result = transport.AllReduce(args.allreduce_bytes, env.world_size, seconds)
     distributed.print0(
         transport.ALLREDUCE_LINE.format(
@@ -181,7 +211,7 @@ def show_transport(args, env, device) -> tuple[transport.AllReduce, list[str]]:
         )
     )
     lines = []
-    if dist.get_backend() == "gloo":  # NCCL prints its own lines under NCCL_DEBUG=INFO
+    if me.plan.backend == "gloo":  # NCCL prints its own lines under NCCL_DEBUG=INFO
         connections = measure.tcp_connections()
         peers = {}
         for rank, mine in enumerate(measure.gather([local for local, _ in connections])):
@@ -194,7 +224,8 @@ def show_transport(args, env, device) -> tuple[transport.AllReduce, list[str]]:
     return result, sum(measure.gather(lines), [])
 
 
-def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, links) -> dict:
+def record(args, me: Joined, nodes, staged, copies, ranks, allreduce, links) -> dict:
+    env, device = me.env, me.device
     losses = ranks[0]["losses"]
     images = args.batch_size * args.steps * env.world_size
     per_node = env.local_world_size
@@ -204,7 +235,7 @@ def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, 
     energy = ranks[0]["energy"]
     if energy["joules"] is not None:
         energy = {**energy, "joules": sum(r["joules"] for r in ranks)}
-    gpus = [r["gpu"] for r in ranks if r["gpu"] is not None]
+    busy = [r["gpu"] for r in ranks if r["gpu"] is not None]
     launcher = os.environ.get(LAUNCHER_VARIABLE) or (
         "slurm" if os.environ.get("SLURM_JOB_ID") else "local"
     )
@@ -224,7 +255,7 @@ def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, 
             "nodes": len(set(nodes)),
             "ranks": env.world_size,
             "ranks_per_node": per_node,
-            "threads_per_rank": threads,
+            "threads_per_rank": me.threads,
             "cpus_per_task": hpc.allocated_cpus(),
             "batch_per_rank": args.batch_size,
             "steps": args.steps,
@@ -233,13 +264,17 @@ def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, 
             "gpus_per_rank": 1 if device.type == "cuda" else 0,
         },
         "node_names": sorted(set(nodes)),
-        "backend": dist.get_backend(),
+        "backend": me.plan.backend,
+        "devices": [
+            {**view, "rank": rank, "nvml_index": r["nvml_index"]}
+            for rank, (view, r) in enumerate(zip(me.views, ranks))
+        ],
         "throughput": images / max(r["seconds"] for r in ranks),
         "step_time": max(r["step"] for r in ranks),
         "communication_share": statistics.median(r["share"] for r in ranks),
         "utilisation": {
             "cpu_percent": statistics.fmean(r["cpu"] for r in ranks),
-            "gpu_percent": statistics.fmean(gpus) if gpus else None,
+            "gpu_percent": statistics.fmean(busy) if busy else None,
         },
         "energy": energy,
         "staging": {
@@ -256,18 +291,20 @@ def record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, 
         },
         "transport": transport.diagnose("\n".join(links)) if links else None,
         "loss": {"first": statistics.fmean(losses[:5]), "last": statistics.fmean(losses[-5:])},
+        "losses": losses,
     }
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    env, device, threads, node = join(args)
+    me = join(args)
+    env = me.env
     staged, copies = stage(args, env)
-    ranks = measured(args, env, device, threads, staged)
-    allreduce, links = show_transport(args, env, device)
-    nodes = measure.gather(node)
+    ranks = measured(args, me, staged)
+    allreduce, links = show_transport(args, me)
+    nodes = measure.gather(me.node)
     if distributed.is_main_process():
-        result = record(args, env, device, threads, nodes, staged, copies, ranks, allreduce, links)
+        result = record(args, me, nodes, staged, copies, ranks, allreduce, links)
         path = run_records.save(result, args.out)
         distributed.print_line(
             f"record {result['name']}: {result['throughput']:,.0f} images/s, "

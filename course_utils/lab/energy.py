@@ -128,11 +128,15 @@ class EnergyMeter:
     started: float = 0.0
 
     @classmethod
-    def start(cls, device, rapl_root: Path = RAPL_ROOT) -> EnergyMeter:
+    def start(cls, device, rapl_root: Path = RAPL_ROOT, index: int | None = None) -> EnergyMeter:
+        """Start counting for `device`; `index`: its NVML number where the caller matched it by
+        UUID (lab.gpus.nvml_index), else PyTorch's mapping (`nvml_index`)."""
         import torch
 
         device = torch.device(device)
-        nvml = nvml_reader(nvml_index(device)) if device.type == "cuda" else None
+        if index is None and device.type == "cuda":
+            index = nvml_index(device)
+        nvml = nvml_reader(index) if device.type == "cuda" else None
         rapl = read_rapl(rapl_root)
         source = choose_source(nvml() if nvml else None, rapl, device.type)
         if source == "nvml":

@@ -80,21 +80,23 @@ ALLREDUCE_ITERATIONS = 5  # timed, after 2 untimed
 
 
 def allreduce_seconds(
-    nbytes: int, device, iterations: int = ALLREDUCE_ITERATIONS, warmup: int = 2
+    nbytes: int, device, iterations: int = ALLREDUCE_ITERATIONS, warmup: int = 2, group=None
 ) -> float:
-    """Median seconds of one all-reduce of `nbytes` (float32) on every rank of the group."""
+    """Median seconds of one all-reduce of `nbytes` (float32) on every rank of `group` (None:
+    the default group), the slowest rank's median."""
     tensor = torch.ones(max(1, nbytes // 4), device=device)
     times = []
     for i in range(warmup + iterations):
         dist.barrier()
         synchronize(device)
         start = time.perf_counter()
-        dist.all_reduce(tensor)
+        dist.all_reduce(tensor, group=group)
         synchronize(device)
         if i >= warmup:
             times.append(time.perf_counter() - start)
     worst = torch.tensor([statistics.median(times)], dtype=torch.float64, device=device)
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX)  # the collective is as slow as its slowest rank
+    # the collective is as slow as its slowest rank
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)
     return float(worst)
 
 

@@ -3,19 +3,21 @@ Taught in lesson 10.
 
 Weak scaling, as the lab runs it: every rank keeps its batch, so n ranks do n times the work per
 step. speed-up(n) = throughput(n) / throughput(1); efficiency(n) = speed-up(n) / n (1.0 is
-perfect). The rule the lesson states: ask for the most GPUs whose efficiency stays at or above a
-threshold (0.8 by default: beyond it each added GPU buys less than 0.8 of a GPU's work, and the
-job's GPU-hours grow by more than a quarter for the same work).
+perfect). How many GPUs to ask for is the course's one decision, `how_many.choose` (lesson 08),
+applied to the learner's own runs: the counts that keep 80% efficiency qualify, and of those the
+fewest that meet the deadline (no deadline: the most). `jobs_table` shows how well each job
+used the CPUs and memory it held, from Slurm's accounting (`accounting.efficiency`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from course_utils import accounting, how_many
 from course_utils.lab.energy import NOT_REPORTED
 from course_utils.tables import text_table
 
-THRESHOLD = 0.8
+THRESHOLD = how_many.MIN_EFFICIENCY
 WORK = 1_000_000  # images: the fixed amount of work the cost columns are computed for
 
 
@@ -103,25 +105,78 @@ class Decision:
     why: str
 
 
-def ranks_to_ask(rows: list[Row], threshold: float = THRESHOLD) -> Decision:
-    """The most ranks whose efficiency is at least `threshold` (1 rank always qualifies);
-    between two shapes of as many ranks, the more efficient one."""
-    if not 0 < threshold <= 1:
-        raise ValueError(f"threshold={threshold} must be in (0, 1], e.g. 0.8")
-    good = [row for row in rows if row.ranks == 1 or row.efficiency >= threshold]
-    if not good:
-        raise ValueError("no record of 1 rank among the rows: run the 1-rank job first")
-    best = max(good, key=lambda row: (row.ranks, row.efficiency))
-    above = [row for row in rows if row.ranks > best.ranks]
-    if above:
-        worst = max(above, key=lambda row: row.efficiency)
-        why = (
-            f"{worst.ranks} ranks ({worst.name}) reach only {worst.efficiency:.0%} efficiency, "
-            f"below {threshold:.0%}"
-        )
-    else:
-        why = f"every shape measured keeps {threshold:.0%} efficiency: measure more ranks"
-    return Decision(best.ranks, best.nodes, best.name, why)
+def rates(rows: list[Row]) -> dict[int, float]:
+    """The best throughput measured at each rank count (of two shapes with 4 ranks, 1x4 and 2x2,
+    the faster): what `how_many.choose` weighs."""
+    best: dict[int, float] = {}
+    for row in rows:
+        best[row.ranks] = max(best.get(row.ranks, 0.0), row.throughput)
+    return dict(sorted(best.items()))
+
+
+def ranks_to_ask(
+    rows: list[Row],
+    threshold: float = THRESHOLD,
+    deadline_hours: float | None = None,
+    work: float = WORK,
+) -> Decision:
+    """The course's one decision (`how_many.choose`, lesson 08) on these runs: the GPU counts
+    that keep `threshold` efficiency qualify; with no deadline the most of them, with one the
+    fewest that finish `work` images in time; the shape is the fastest run of that count."""
+    choice = how_many.choose(rates(rows), work, deadline_hours, threshold)
+    best = max((r for r in rows if r.ranks == choice.gpus), key=lambda r: r.throughput)
+    above = [r for r in rows if r.ranks > choice.gpus and r.efficiency < threshold]
+    why = choice.why
+    if above and deadline_hours is None:
+        worst = max(above, key=lambda r: r.efficiency)
+        why += f"; {worst.ranks} ranks ({worst.name}) reach only {worst.efficiency:.0%}"
+    elif not above and choice.gpus == max(r.ranks for r in rows) and deadline_hours is None:
+        why += ": the largest count measured keeps it (measure more ranks to find its limit)"
+    return Decision(choice.gpus, best.nodes, best.name, why)
+
+
+def best_lr(sweep: list[dict]) -> float:
+    """The sweep's learning rate whose run ended with the lowest loss (the mean of its last
+    steps' losses, `loss.last` in its record)."""
+    if not sweep:
+        raise ValueError("no sweep records: run the sweep first")
+    return min(sweep, key=lambda r: r["loss"]["last"])["configuration"]["lr"]
+
+
+def per_job(steps: list[accounting.Step]) -> dict[str, list[accounting.Step]]:
+    """sacct's lines grouped by job: an array's tasks ("123_0", "123_1") are jobs of their own."""
+    jobs: dict[str, list[accounting.Step]] = {}
+    for step in steps:
+        jobs.setdefault(step.job_id.split(".")[0], []).append(step)
+    return jobs
+
+
+def jobs_table(jobs: list[tuple[str, accounting.Efficiency]]) -> str:
+    """How well each job used what it held, as seff computes it from sacct's record: CPU
+    efficiency (CPU time over elapsed x CPUs) and memory efficiency (peak over the request)."""
+
+    def percent(x):
+        return "-" if x is None else f"{x:.0%}"
+
+    def mb(x):
+        return "-" if x is None else round(x)
+
+    body = [
+        [
+            name,
+            e.job_id,
+            e.state,
+            round(e.elapsed_s),
+            e.cpus,
+            percent(e.cpu),
+            mb(e.memory_mb),
+            mb(e.requested_mb),
+            percent(e.memory),
+        ]
+        for name, e in jobs
+    ]
+    header = ["run", "job", "state", "s", "CPUs", "CPU eff", "peak MB", "asked MB", "mem eff"]
+    return text_table(header, body)
 
 
 def table(rows: list[Row]) -> str:

@@ -1,12 +1,13 @@
 """Reading lesson 10's batch scripts: their one srun line, as a launch on this machine, and the
 rules a scaling job's script keeps (exercise 10.2's check applies them; run them on yours).
 
-    lab_scripts.srun_program(text, args, threads)    # ("course_utils.jobs.lab_train", [...])
-    lab_scripts.scaling_script_problems(text)         # [] for slurm/lab_scaling.sh
+    scripts.srun_program(text, args, threads)    # ("course_utils.jobs.lab_train", [...])
+    scripts.scaling_script_problems(text)         # [] for slurm/lab_scaling.sh
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from course_utils import hpc, sbatch
@@ -93,19 +94,32 @@ def header_problems(text: str) -> list[str]:
     return problems
 
 
+def gpu_bind_problems(body: str) -> list[str]:
+    """An explicit --gpu-bind other than per_task: it overrides the binding --gpus-per-task=1
+    implies (Slurm 21.08 and newer: each task bound to one GPU of its own)."""
+    binds = re.findall(r"--gpu-bind[= ]\s*(\S+)", body)
+    wrong = [b.strip("'\"") for b in binds if not b.strip("'\"").startswith("per_task")]
+    if not wrong:
+        return []
+    return [
+        f"no --gpu-bind={wrong[0]}: --gpus-per-task=1 already binds each task to one GPU of its "
+        "own (Slurm's per_task binding), and an explicit --gpu-bind overrides that (closest may "
+        "give a task every GPU of its NUMA domain), got --gpu-bind=" + wrong[0]
+    ]
+
+
 def body_problems(text: str) -> list[str]:
-    """The body: the site settings, and one srun line that gives each task its CPUs, binds a GPU
-    per task (unless on CPUs), and starts the lab's program with the script's arguments."""
+    """The body: the site settings, and one srun line that gives each task its CPUs and starts
+    the lab's program with the script's arguments; its tasks keep the per-task GPU binding the
+    job's --gpus-per-task=1 implies (no --gpu-bind that overrides it)."""
     lines = srun_lines(text)
     if len(lines) != 1:
         return [f"one srun line, got {len(lines)}"]  # the rule of every script in slurm/
     srun, problems = lines[0], []
     if not any(c in srun for c in CPUS):
         problems.append(f'srun given the CPUs per task (-c "$SLURM_CPUS_PER_TASK"), got {srun!r}')
-    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    for flag in ("--gpus-per-task=1", "--gpu-bind=closest"):
-        if flag not in body:
-            problems.append(f"srun given {flag} on GPUs (not under COURSE_DEVICE=cpu), got none")
+    body = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    problems += gpu_bind_problems(body)
     if not any(
         line.strip().startswith("source") and "config.sh" in line for line in text.splitlines()
     ):

@@ -7,6 +7,7 @@ the node's own disk, and the ranks read that copy.
 
     base = staging.local_base(os.environ)       # where: SLURM_TMPDIR, else TMPDIR, else /tmp
     copy = staging.stage(archive, os.environ)   # the first rank of a node unpacks, the rest wait
+    staging.content_digest(copy.path / "images")   # what a copy holds, as one digest
 
 `$SLURM_TMPDIR` is a convention of some centres (a per-job folder on the node's disk, removed at
 the job's end), not something Slurm itself sets; `$TMPDIR` is the general one. Torch-free on
@@ -16,17 +17,18 @@ purpose: the staging program (course_utils.jobs.lab_staging) starts in a fractio
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import socket
 import statistics
+import sys
 import tarfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.batch import JOB_VARIABLE, NODE_VARIABLE
 from course_utils.files import atomic_write, atomic_write_text
 
 BASE_VARIABLES = ("SLURM_TMPDIR", "TMPDIR")  # in the order they are tried
@@ -68,7 +70,26 @@ def local_base(environ: Mapping[str, str]) -> Base:
 
 def node_name(environ: Mapping[str, str]) -> str:
     """This node's name: the local emulation's, else Slurm's (SLURMD_NODENAME), else the host's."""
+    from course_utils.batch import NODE_VARIABLE  # here: the copy checks import no launcher
+
     return environ.get(NODE_VARIABLE) or environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def job_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The job's variables as a rank of a Slurm job finds them: on Slurm, `environ` itself; on
+    the local route, SLURM_JOB_ID, SLURMD_NODENAME, SLURM_PROCID and SLURM_LOCALID stand for the
+    local run's job, emulated node and ranks (a learner's staging function reads those)."""
+    from course_utils.batch import JOB_VARIABLE
+
+    if environ.get("SLURM_JOB_ID"):
+        return dict(environ)
+    return {
+        **environ,
+        "SLURM_JOB_ID": environ.get(JOB_VARIABLE) or "nojob",
+        "SLURMD_NODENAME": node_name(environ),
+        "SLURM_PROCID": environ.get("RANK", "0"),
+        "SLURM_LOCALID": environ.get("LOCAL_RANK", "0"),
+    }
 
 
 def stage_folder(environ: Mapping[str, str]) -> Path:
@@ -76,6 +97,8 @@ def stage_folder(environ: Mapping[str, str]) -> Path:
 
     The node's name is in the path because the course's CI cluster runs its two nodes on one
     machine, which share one /tmp; on a real cluster each node has its own disk anyway."""
+    from course_utils.batch import JOB_VARIABLE
+
     job = environ.get("SLURM_JOB_ID") or environ.get(JOB_VARIABLE) or "nojob"
     return local_base(environ).path / f"course-lab-{job}" / node_name(environ)
 
@@ -124,7 +147,8 @@ def _lock(path: Path, timeout: float):
             time.sleep(0.02)
 
 
-def _unpack(archive: Path, into: Path) -> None:
+def unpack(archive: str | os.PathLike, into: str | os.PathLike) -> None:
+    """Unpack `archive` into the folder `into`, refusing member paths that leave it."""
     with tarfile.open(archive) as tar:
         if hasattr(tarfile, "data_filter"):  # Python 3.12, 3.11.4+: refuse paths out of `into`
             tar.extractall(into, filter="data")
@@ -160,7 +184,7 @@ def stage(
             partial = target.with_name(f"{target.name}.partial")
             for leftover in (partial, target):
                 shutil.rmtree(leftover, ignore_errors=True)
-            _unpack(archive, partial)
+            unpack(archive, partial)
             atomic_write_text(partial / MARKER, f"unpacked from {archive}\n")
             os.replace(partial, target)
     files, nbytes = _count(target)
@@ -197,6 +221,62 @@ def release(staged: Staged, ranks_on_node: int, timeout: float = 300) -> bool:
     except OSError:
         pass
     return True
+
+
+def content_digest(folder: str | os.PathLike) -> str | None:
+    """One digest of every file under `folder`: their names (relative to it) and contents, in
+    name order. Two copies of a data set have the same digest only if every file is whole; a
+    missing or empty folder has None."""
+    folder = Path(folder)
+    paths = sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
+    if not paths:
+        return None
+    total = hashlib.sha256()
+    for path in paths:
+        name = path.relative_to(folder).as_posix()
+        total.update(f"{name}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    return total.hexdigest()[:16]
+
+
+def bytes_digest(files: Mapping[str, bytes]) -> str | None:
+    """`content_digest` of files not written anywhere: {relative name: contents}."""
+    if not files:
+        return None
+    total = hashlib.sha256()
+    for name in sorted(files):
+        total.update(f"{name}\0{hashlib.sha256(files[name]).hexdigest()}\n".encode())
+    return total.hexdigest()[:16]
+
+
+SPAWNS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn")
+
+
+def reads_archive(event: str, args: tuple, names: set[str]) -> bool:
+    """Whether an audit event reads the archive (whose paths are `names`): an `open` of it, or
+    a command line that names it (tar xf ARCHIVE)."""
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        return path in names or os.path.abspath(path) in names
+    return event in SPAWNS and any(name in repr(args) for name in names)
+
+
+def watch_reads(archive: str | os.PathLike, first_read_delay: float = 0.0) -> list:
+    """A list that grows by one each time this process reads `archive` (a Python audit hook;
+    it cannot be removed, so call it in a process that stages once and ends). The first read
+    can be slowed by `first_read_delay` seconds, as on a busy shared file system, so that ranks
+    that do not wait for each other are caught reading it too, however they are scheduled."""
+    archive = Path(archive)
+    names = {str(archive), str(archive.resolve())}
+    seen: list = []
+
+    def hook(event, args):
+        if reads_archive(event, args, names):
+            seen.append(event)
+            if len(seen) == 1 and first_read_delay:
+                time.sleep(first_read_delay)
+
+    sys.addaudithook(hook)
+    return seen
 
 
 def make_archive(folder: str | os.PathLike, archive: str | os.PathLike) -> Path:
@@ -261,12 +341,23 @@ def read_archive(archive: str | os.PathLike, repeats: int = 3, chunk: int = 4 <<
     return Reading(1, nbytes, _median_seconds(read, repeats))
 
 
+def node_share(ranks_on_node: int, world_size: int) -> float:
+    """The share of the data set one node's ranks read per epoch: a DistributedSampler gives
+    each of the job's ranks 1/world_size of the samples, so a node reads ranks_on_node of those
+    shares, not the whole data set once per rank."""
+    if not 1 <= ranks_on_node <= world_size:
+        raise ValueError(
+            f"ranks_on_node={ranks_on_node} must be between 1 and world_size={world_size}"
+        )
+    return ranks_on_node / world_size
+
+
 def staging_saving(
-    shared_read: float, local_read: float, stage_seconds: float, reads: int
+    shared_read: float, local_read: float, stage_seconds: float, reads: float
 ) -> float:
-    """Seconds a node saves by staging: `reads` reads of the data set (epochs x ranks on the
-    node) from local disk instead of the shared folder, minus the time the staging took.
-    Negative when staging costs more than it saves."""
+    """Seconds a node saves by staging: `reads` whole reads of the data set by its ranks
+    (epochs x `node_share`) from local disk instead of the shared folder, minus the time the
+    staging took. Negative when staging costs more than it saves."""
     if reads < 0 or min(shared_read, local_read, stage_seconds) < 0:
         raise ValueError(
             f"reads={reads} and the seconds ({shared_read}, {local_read}, {stage_seconds}) "

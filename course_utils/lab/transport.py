@@ -2,9 +2,12 @@
 Taught in lesson 10.
 
 With `NCCL_DEBUG=INFO`, NCCL prints one line per channel and peer naming the transport:
-    host:pid:tid [dev] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read
+    host:pid:tid [dev] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM
     host:pid:tid [dev] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0/GDRDMA
-(formats of NCCL's src/transport/p2p.cc, net.cc and src/debug.cc). gloo prints nothing of the
+(formats of NCCL 2.30.7's src/transport/p2p.cc, net.cc and src/debug.cc: nccl_excerpts says
+more). A network plugin names itself in place of IB or Socket: aws-ofi-nccl (AWS EFA, HPE
+Slingshot) writes "via NET/Libfabric/0/GDRDMA" ("AWS Libfabric" before its v1.13); `diagnose`
+answers "plugin" for such a link, and `network_plugin` names it. gloo prints nothing of the
 kind, so the course's programs print, per peer, the TCP connection gloo opened, as the operating
 system sees it (`gloo_lines`, in the format of `GLOO_LINE`).
 
@@ -26,8 +29,12 @@ KINDS = {
     "ib-gdr": "InfiniBand with GPUDirect RDMA: the network card reads and writes GPU memory",
     "ib": "InfiniBand without GPUDirect RDMA: every transfer goes through host memory",
     "socket": "TCP sockets: NCCL's fallback when it finds no InfiniBand, and what gloo uses",
+    "plugin": "a network plugin of NCCL's (aws-ofi-nccl's Libfabric on EFA or Slingshot, ...): "
+    "its own log lines say which fabric, and /GDRDMA whether GPUDirect RDMA is on",
 }
-NETWORK_ORDER = ("socket", "ib", "ib-gdr")  # slowest first: across nodes the slowest decides
+TAUGHT = ("p2p", "shm", "ib-gdr", "ib", "socket")  # what exercise 10.3 names
+# slowest first: across nodes the slowest known kind decides; a plugin's speed is its fabric's
+NETWORK_ORDER = ("socket", "ib", "ib-gdr", "plugin")
 NODE_ORDER = ("shm", "p2p")
 
 GLOO_LINE = "gloo INFO rank {rank} -> rank {peer} via TCP/{interface} {local} -> {remote}"
@@ -37,7 +44,7 @@ _CHANNEL = re.compile(
     r"NCCL INFO Channel \d+(?:/\d+)? ?: (?P<src>\d+)\[\w+\] -> (?P<dst>\d+)\[\w+\]"
     r"(?: \[(?:send|receive)\])? via (?P<via>.+?)\s*$"
 )
-_NET = re.compile(r"^NET/(?P<net>[^/\s]+)/\d+(?:\(\d+\))?(?P<gdr>/GDRDMA)?")
+_NET = re.compile(r"^NET/(?P<net>[^/]+?)/\d+(?:\(\d+\))?(?P<gdr>/GDRDMA)?")
 _GLOO = re.compile(r"gloo INFO rank (?P<src>\d+) -> rank (?P<dst>\d+) via TCP/(?P<via>\S+)")
 _ALLREDUCE = re.compile(
     r"all_reduce: (?P<nbytes>\d+) bytes, (?P<ranks>\d+) ranks, (?P<ms>[\d.]+) ms"
@@ -66,7 +73,7 @@ def _kind(via: str) -> str | None:
         return "ib-gdr" if net["gdr"] else "ib"
     if net["net"] == "Socket":
         return "socket"
-    return None  # another network plugin (AWS's OFI, ...): not one of the kinds taught here
+    return "plugin"  # another network plugin (aws-ofi-nccl's "Libfabric", ...)
 
 
 def links(log: str) -> list[Link]:
@@ -94,6 +101,22 @@ def diagnose(log: str) -> str:
         "the log names no transport: run with NCCL_DEBUG=INFO (NCCL prints 'Channel ... via "
         "...' lines at start-up) or use the course's program, which prints gloo's connections"
     )
+
+
+def network_plugin(log: str) -> str | None:
+    """The name of the network plugin the log's links go through ("Libfabric"), or None."""
+    for link in links(log):
+        if link.kind == "plugin":
+            return _NET.match(link.via)["net"]
+    return None
+
+
+def describe(log: str) -> str:
+    """`diagnose`'s answer in words, naming the plugin where there is one."""
+    kind = diagnose(log)
+    if kind == "plugin":
+        return f"plugin: a network plugin, {network_plugin(log)!r} ({KINDS[kind]})"
+    return f"{kind}: {KINDS[kind]}"
 
 
 def algorithm_bandwidth(nbytes: int, seconds: float) -> float:

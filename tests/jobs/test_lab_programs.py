@@ -1,9 +1,9 @@
-"""course_utils.jobs.lab_train and lab_stage_answer: options and the pieces that need no process
+"""course_utils.jobs.lab_train and lab_staging: options and the pieces that need no process
 group (runs: tests/integration/test_lab_local.py, test_lab_slurm.py)."""
 
 import pytest
 
-from course_utils.jobs import lab_stage_answer, lab_train
+from course_utils.jobs import lab_staging, lab_train
 
 
 def test_a_sweep_task_picks_its_learning_rate(monkeypatch, tmp_path):
@@ -36,13 +36,9 @@ def test_batches_start_a_new_epoch_when_the_loader_runs_out():
     assert got == ["a", "b", "c", "a", "b", "c", "a"] and sampler.epochs == [0, 1, 2]
 
 
-def test_what_counts_as_reading_the_archive():
-    names = {"/data/images.tar"}
-    assert lab_stage_answer.reads_archive("open", ("/data/images.tar", "rb", 0), names)
-    assert lab_stage_answer.reads_archive("open", (b"/data/images.tar", "r", 0), names)
-    assert not lab_stage_answer.reads_archive("open", ("/data/other", "rb", 0), names)
-    assert not lab_stage_answer.reads_archive("open", (3, "rb", 0), names)  # a descriptor
-    assert lab_stage_answer.reads_archive("os.system", (b"tar xf /data/images.tar -C /t",), names)
-    spawn = ("tar", ["tar", "xf", "/data/images.tar"], None, None)
-    assert lab_stage_answer.reads_archive("subprocess.Popen", spawn, names)
-    assert not lab_stage_answer.reads_archive("os.listdir", ("/data/images.tar",), names)
+def test_only_a_folder_of_this_jobs_under_the_base_is_removed(tmp_path):
+    environ = {"SLURM_JOB_ID": "77", "TMPDIR": str(tmp_path)}
+    assert lab_staging.ours_to_remove(tmp_path / "lab-77" / "cn1", environ)
+    assert not lab_staging.ours_to_remove(tmp_path, environ)  # the base itself
+    assert not lab_staging.ours_to_remove(tmp_path / "shared" / "cn1", environ)  # no job id
+    assert not lab_staging.ours_to_remove(tmp_path.parent / "lab-77", environ)  # outside
