@@ -1,0 +1,221 @@
+"""Lesson 10's probes: what its checks run in the learner's process, returning plain data.
+
+The judge (lesson10.py) cannot see the learner's folder nor hold their functions; these probes
+read what the learner's runs left in runs/10 (the staging step's results, the study's records
+and logs) and run exercise 10.1's function in real processes at the judge's draws. What they
+report comes from the learner's process: the judge holds it against what it computes itself
+(the data set's digest, the archive's digest at its seed, the script's digest, the losses of a
+1-rank run it trains itself, sacct's record where Slurm ran the jobs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from course_utils import processes
+from course_utils.batch import NODE_VARIABLE
+from course_utils.grading import CheckFailed, probe
+from course_utils.lab import staging, yours
+from course_utils.ranks import local_launch_environ
+
+ARCHIVE_FILES, FILE_BYTES = 300, 2048  # the check's own archive: small, yet many files
+RANK_SECONDS = 120
+
+
+def archive_files(seed: int) -> dict[str, bytes]:
+    """{name: contents} of the archive the check stages at `seed` (its images/ folder)."""
+    rng = random.Random(f"lab-10.1/{seed}")
+    return {f"{i:05d}.bin": rng.randbytes(FILE_BYTES) for i in range(ARCHIVE_FILES)}
+
+
+# ---- 10.1 ----------------------------------------------------------------------------------
+
+
+def _read_json(folder: Path, pattern: str) -> list:
+    found = []
+    for path in sorted(folder.glob(pattern)):
+        try:
+            found.append(json.loads(path.read_text()))
+        except ValueError:
+            found.append({"unreadable": path.name})
+    return found
+
+
+@probe("10.1/staging")
+def staging_run(stage_dataset, folder=None) -> dict:
+    """The learner's function as it stands (its source, whether it is the stub) and what the
+    staging step of their notebook wrote (<folder>/staging/rank*.json)."""
+    try:
+        source = yours.source(stage_dataset)
+    except ValueError:
+        source = None
+    results = _read_json(Path(folder) / "staging", "rank*.json") if folder is not None else []
+    return {"stub": yours.is_stub(stage_dataset), "source": source, "results": results}
+
+
+def _archive(folder: Path, seed: int) -> Path:
+    files = folder / "shared" / staging.IMAGES
+    files.mkdir(parents=True)
+    for name, data in archive_files(seed).items():
+        (files / name).write_bytes(data)
+    return staging.make_archive(files, folder / "shared" / staging.ARCHIVE)
+
+
+def _job_environ(extra: dict) -> dict:
+    """This environment without the job and scratch variables it may carry, plus `extra`."""
+    env = local_launch_environ().environ
+    for name in ("SLURM_TMPDIR", "TMPDIR", "SLURMD_NODENAME", NODE_VARIABLE):
+        env.pop(name, None)
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def _ranks(nodes: int, per_node: int, variables: dict, job: str) -> list[dict]:
+    """Each rank's job variables; "{node}" in a value becomes the node's number."""
+    ranks = []
+    for node in range(1, nodes + 1):
+        for local in range(per_node):
+            ranks.append(
+                {
+                    **{k: v.format(node=node) for k, v in variables.items()},
+                    "SLURM_JOB_ID": job,
+                    "SLURMD_NODENAME": f"cn{node}",
+                    "SLURM_PROCID": str(len(ranks)),
+                    "SLURM_LOCALID": str(local),
+                    "SLURM_NTASKS": str(nodes * per_node),
+                }
+            )
+    return ranks
+
+
+def _report(out: str, env: dict) -> dict:
+    who = f"rank {env['SLURM_PROCID']} on {env['SLURMD_NODENAME']}"
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if not lines:
+        raise CheckFailed(f"{who}: stage_dataset ended its process: {out.strip()[-300:]}")
+    report = json.loads(lines[-1])
+    if report.get("not_attempted"):
+        raise NotImplementedError
+    return {**report, "who": who, "node": env["SLURMD_NODENAME"]}  # an error is judged later
+
+
+def _run_ranks(answer: Path, archive: Path, ranks: list[dict], folder: Path) -> list[dict]:
+    """Start one process per rank, release them together, return each one's report."""
+    go = folder / f"go-{uuid.uuid4().hex}"
+    program = [sys.executable, "-m", "course_utils.jobs.lab_stage_answer", answer, archive, go]
+    with contextlib.ExitStack() as stack:
+        procs = [
+            stack.enter_context(
+                processes.started(
+                    program,
+                    env=_job_environ(env),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+            for env in ranks
+        ]
+        go.touch()
+        reports = []
+        for proc, env in zip(procs, ranks):
+            try:
+                out, _ = proc.communicate(timeout=RANK_SECONDS)
+            except subprocess.TimeoutExpired:
+                raise CheckFailed(
+                    f"rank {env['SLURM_PROCID']} on {env['SLURMD_NODENAME']} did not return "
+                    f"within {RANK_SECONDS} s: does a rank wait for a lock that is never released?"
+                ) from None
+            reports.append(_report(out, env))
+    return reports
+
+
+def _cleanup(paths: list[str], job: str, keep: Path) -> None:
+    """Remove what the "/tmp" case left outside the check's temporary folder: each returned
+    folder, and the folder above it that is named after the check's job, if there is one."""
+    for path in map(Path, paths):
+        if path.resolve().is_relative_to(keep.resolve()) or not path.is_absolute():
+            continue
+        if job not in str(path):
+            continue  # not made for this check: never removed
+        shutil.rmtree(path, ignore_errors=True)
+        for folder in path.parents:
+            if job in folder.name:
+                shutil.rmtree(folder, ignore_errors=True)
+                break
+
+
+@probe("10.1/cases")
+def staging_cases(stage_dataset, seed: int, job: str) -> list[dict]:
+    """The learner's function in real processes, one per rank, the ranks of a node released at
+    the same moment, on an archive drawn from `seed`: 2 nodes x 2 ranks with SLURM_TMPDIR, 1
+    node x 2 with TMPDIR only, the next job on that node, 1 rank with neither. Each case: its
+    title, the base the folders belong under, and every rank's report."""
+    if yours.is_stub(stage_dataset):
+        raise NotImplementedError
+    made: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="course-10.1-") as tmp:
+        tmp = Path(tmp)
+        try:
+            answer = yours.function_module(stage_dataset, "stage_dataset", tmp)
+        except ValueError as e:
+            raise CheckFailed(str(e)) from e
+        archive = _archive(tmp, seed)
+        scratch = {
+            "SLURM_TMPDIR": f"{tmp}/cn{{node}}/localscratch",
+            "TMPDIR": f"{tmp}/cn{{node}}/tmp",
+        }
+        only_tmpdir = {"TMPDIR": f"{tmp}/t"}
+        cases = [
+            (
+                "2 nodes x 2 ranks, SLURM_TMPDIR set",
+                _ranks(2, 2, scratch, job),
+                f"{tmp}/cn{{node}}/localscratch",
+            ),
+            ("1 node x 2 ranks, only TMPDIR set", _ranks(1, 2, only_tmpdir, job + "t"), f"{tmp}/t"),
+            (
+                "the same node and TMPDIR, the next job",
+                _ranks(1, 2, only_tmpdir, job + "u"),
+                f"{tmp}/t",
+            ),
+            ("1 rank, neither variable set", _ranks(1, 1, {}, job + "n"), "/tmp"),
+        ]
+        found = []
+        try:
+            for title, ranks, base in cases:
+                reports = _run_ranks(answer, archive, ranks, tmp)
+                made += [r["path"] for r in reports if "path" in r]
+                found.append({"title": title, "base": base, "reports": reports})
+        finally:
+            _cleanup(made, job, tmp)
+    return found
+
+
+# ---- 10.2, 10.3, 10.4: the study's records and logs ----------------------------------------
+
+
+@probe("10.2/records")
+def study_records(folder) -> dict:
+    """Every record the study wrote (<folder>/records/{scaling,sweep}/*.json), as they are, and
+    the last lines of each run's log (<folder>/records/logs/<run>.log)."""
+    records = Path(folder) / "records"
+    logs = {
+        path.stem: "\n".join(path.read_text(errors="replace").splitlines()[-12:])
+        for path in sorted((records / "logs").glob("*.log"))
+    }
+    found = _read_json(records, "scaling/*.json") + _read_json(records, "sweep/*.json")
+    return {"records": found, "logs": logs}
+
+
+@probe("10.3/log")
+def two_node_log(folder) -> str | None:
+    """The learner's 2-node run's log (<folder>/records/logs/2x2.log), or None."""
+    path = Path(folder) / "records" / "logs" / "2x2.log"
+    return path.read_text(errors="replace") if path.is_file() else None
