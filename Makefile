@@ -197,5 +197,5 @@ $(MATHJAX)/tex-chtml.js:
 
 site: $(SITE_STAMP) $(MATHJAX)/tex-chtml.js
 	$(BIN)/python -m course_utils.tooling.site --out $(SITE_BUILD)/src --mathjax $(MATHJAX)
-	$(BIN)/sphinx-build -q -W --keep-going -j 2 -c site -d $(SITE_BUILD)/doctrees \
+	$(BIN)/sphinx-build -q -W --keep-going -c site -d $(SITE_BUILD)/doctrees \
 		$(SITE_BUILD)/src $(SITE_BUILD)/html
