@@ -155,6 +155,7 @@ class StepResult:
 
 
 NO_DIFFERENCE = "no difference measured"
+SETTLED = 3  # measurements of a new best recipe before its own spread replaces the last one
 
 
 def tune(
@@ -174,9 +175,9 @@ def tune(
 
     The spread: the best recipe is measured again beside every candidate (`pairs` >= 1), so the
     run collects several rates of one and the same recipe; their range over their median is
-    what a change must exceed (the best recipe's rates since it became best, the previous
-    best's spread until it has two; and the candidate's own rates when `pairs` >= 2). A change
-    within it is "no difference measured".
+    what a change must exceed (the best recipe's rates since it became best; until there are
+    SETTLED of them, no less than the spread before; and the candidate's own rates when
+    `pairs` >= 2). A change within it is "no difference measured".
 
     `retry`: a compute-side step dropped before a loader-side step was kept was judged while the
     loader may have limited the job, where no compute fix can show; after the first pass each
@@ -223,7 +224,7 @@ class _Judge:
         # The best recipe's measurements since it became best; the ones that made it best are
         # left out (of several noisy candidates, the one kept is more often a lucky one).
         self.best_rates = [self.best_rate]
-        self.noise = 0.0  # their spread; the previous best's until the new one has two
+        self.noise = 0.0  # their spread, and no less than the last until there are SETTLED
 
     def __call__(self, step: Step, name: str | None = None, why: str = "") -> StepResult:
         candidate = replace(self.best, **step.changes)
@@ -233,8 +234,8 @@ class _Judge:
             self.best_rate = statistics.median(best)
         else:
             rates = [self.measure_fn(candidate)]
-        if len(self.best_rates) > 1:
-            self.noise = spread(self.best_rates)
+        own = spread(self.best_rates)  # two or three rates understate it: keep the last one
+        self.noise = own if len(self.best_rates) >= SETTLED else max(self.noise, own)
         rate, best_rate = statistics.median(rates), self.best_rate
         needed = max(self.threshold, self.noise, spread(rates))
         change = rate / best_rate - 1
