@@ -15,9 +15,10 @@ data; the judge recomputes what it can.
      the learner's steps, waits and clock readings to say what was timed wrong.
 03.4 (run) hands the learner's function a real training step of the lesson's Net on a batch the
      judge drew; the learner's code profiles it and exports the trace, which the probe reads.
-     The judge parses the trace itself: the step's operators, on the judge's batch, taking no
-     less time than the judge measures for the same step; then the operator named must have the
-     largest self time in it (profiling.operator_self_times). No trace: not attempted.
+     The judge parses the trace itself: the step's operators (those of its own profile of the
+     same step), on the judge's batch, taking no less time than the judge measures for the same
+     step; then the operator named must have the largest self time in it
+     (profiling.operator_self_times). No trace: not attempted.
 """
 
 import math
@@ -28,6 +29,7 @@ from course_utils.async_model import timing_problems
 from course_utils.grading import CheckFailed, NotAttempted, exercise, expect, held_out, run_probe
 from course_utils.grading.checks.lesson03_harness import (
     own_call_figures,
+    own_operators,
     own_rate,
     own_step_seconds,
     run_images_per_second,
@@ -40,6 +42,7 @@ from course_utils.profiling import operator_self_times
 from course_utils.stream_model import stream_hazards
 
 SAME_SIZE = 10.0  # the trace's time per step at most this much below the judge's own timing
+COVERED = 0.8  # the share of the operators of the judge's own profile the learner's trace holds
 
 
 def _number(x) -> bool:
@@ -270,6 +273,14 @@ def _expect_a_profiled_step(answer, batch: int, seed: int) -> None:
     events = trace_events(report["trace"])
     calls = report["calls"] if type(report["calls"]) is int else 0
     _expect_a_trace_of_the_step(events, batch, calls)
+    mine = own_operators(batch, seed)
+    missing = sorted(mine - {e["name"] for e in events})
+    expect(
+        len(missing) <= (1 - COVERED) * len(mine),
+        f"the operators of one step, as the check's own profile of it records {len(mine)}",
+        f"a trace without {len(missing)} of them ({', '.join(missing[:3])}, ...): export the "
+        "trace the profiler recorded, unchanged",
+    )
     own = dict(operator_self_times(events))
     per_call = sum(own.values()) / 1e6 / calls
     fastest = own_step_seconds(batch, seed)

@@ -9,9 +9,10 @@ data; the judge recomputes every reference itself.
      arithmetic) and requires the learner's, and the exponent fitted to them.
 04.3 (run) hands the learner's profiled step a small CNN and a batch the judge drew; the learner's
      code runs the step under autocast inside the profiler and exports the trace, which the probe
-     reads. The judge parses the trace itself: the step on its batch, convolutions and matmuls in
-     bfloat16, the loss in float32 (profiling.dtypes_by_operator); and the loss and gradients
-     equal those of its own autocast step on the same model and batch. No trace: not attempted.
+     reads. The judge parses the trace itself: the step on its batch, with the operators of its
+     own profile of the same step, convolutions and matmuls in bfloat16, the loss in float32
+     (profiling.dtypes_by_operator); and the loss and gradients equal those of its own autocast
+     step on the same model and batch. No trace: not attempted.
 """
 
 import json
@@ -171,6 +172,7 @@ def check_error_against_n(error_against_n):
 
 # ---- 04.3 ---------------------------------------------------------------------------------
 
+COVERED = 0.8  # the share of the operators of the judge's own profile the learner's trace holds
 _MATMULS = ("aten::addmm", "aten::mm", "aten::linear", "aten::conv2d", "aten::convolution")
 _LOSS = ("aten::log_softmax", "aten::_log_softmax", "aten::nll_loss", "aten::nll_loss_forward")
 
@@ -186,7 +188,7 @@ def _events(text: str) -> list[dict]:
         ) from None
 
 
-def _expect_the_trace(text, batch: int) -> None:
+def _expect_the_trace(text, batch: int, mine: set[str]) -> None:
     expect(type(text) is str, "the trace's text", type(text).__name__)
     events = _events(text)
     dims = [e.get("args", {}).get("Input Dims") for e in events if e["name"] == "aten::conv2d"]
@@ -196,6 +198,14 @@ def _expect_the_trace(text, batch: int) -> None:
         f"the trace of your step on the check's batch ({batch} images), recorded with shapes",
         f"convolutions on {firsts[:2] or 'nothing'}: profile the step you were given "
         "(profile_call records shapes)",
+        "the trace",
+    )
+    missing = sorted(mine - {e["name"] for e in events})
+    expect(
+        len(missing) <= (1 - COVERED) * len(mine),
+        f"the operators of one autocast step, as the check's own profile of it records {len(mine)}",
+        f"a trace without {len(missing)} of them ({', '.join(missing[:3])}, ...): export the "
+        "trace the profiler recorded, unchanged",
         "the trace",
     )
     dtypes = dtypes_by_operator(events)
@@ -220,11 +230,10 @@ def _close(got: torch.Tensor, want: torch.Tensor) -> bool:
     return float((got - want).abs().max()) <= 0.05 * float(want.abs().max()) + 1e-6
 
 
-def _expect_the_step(report: dict, batch: int, seed: int) -> None:
+def _expect_the_step(report: dict, own_loss, own_grads) -> None:
     for name, dtype in report["params"].items():
         expect(dtype == torch.float32, "parameters left in float32", dtype, name)
     loss, grads = report["loss"], report["grads"]
-    own_loss, own_grads = own_autocast_step(batch, seed)
     for name, grad in grads.items():
         expect(
             grad is not None, "a gradient for every parameter (call loss.backward())", "none", name
@@ -256,8 +265,9 @@ def _expect_a_profiled_step(answer, batch: int, seed: int) -> None:
             "run your step under the profiler first: export its Chrome trace to trace_path "
             "(profile_call(..., trace_path=trace_path))"
         )
-    _expect_the_step(report, batch, seed)
-    _expect_the_trace(report["trace"], batch)
+    own_loss, own_grads, own_names = own_autocast_step(batch, seed)
+    _expect_the_step(report, own_loss, own_grads)
+    _expect_the_trace(report["trace"], batch, own_names)
 
 
 @exercise(

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from course_utils.grading import probe
 from course_utils.precision import ROUNDINGS, relative_error, rounded
-from course_utils.profiling import quiet_profiler_warnings
+from course_utils.profiling import profile_call, quiet_profiler_warnings, read_trace
 
 # ---- 04.2 ---------------------------------------------------------------------------------
 
@@ -93,10 +93,20 @@ def run_profiled_step(profile_autocast_step, batch: int, seed: int):
     }
 
 
-def own_autocast_step(batch: int, seed: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The judge's step on the same model and batch: its loss and gradients."""
+def own_autocast_step(batch: int, seed: int):
+    """The judge's step on the same model and batch, profiled: its loss, its gradients and the
+    names of the operators its trace records."""
     model, (inputs, targets) = small_model(seed), batch_of(batch, seed)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = F.cross_entropy(model(inputs), targets)
-    loss.backward()
-    return loss.detach(), {name: p.grad for name, p in model.named_parameters()}
+    losses = []
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            losses.append(F.cross_entropy(model(inputs), targets))
+        losses[-1].backward()
+
+    with tempfile.TemporaryDirectory(prefix="course-04.3-judge-") as tmp:
+        path = Path(tmp) / "trace.json"
+        profile_call(step, trace_path=path)
+        names = {e["name"] for e in read_trace(path) if e.get("cat") == "cpu_op"}
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    return losses[0].detach(), grads, names

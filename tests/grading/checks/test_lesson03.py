@@ -357,6 +357,28 @@ def typed_in_trace(step, trace_path):
     return "aten::convolution_backward"
 
 
+def well_informed_typed_trace(step, trace_path):
+    """A trace written by hand with every name the check asks for by name, the visible batch's
+    shapes and plausible times: not the operators a profile of the step records."""
+    step()
+    names = (
+        "aten::conv2d",
+        "aten::max_pool2d",
+        "aten::linear",
+        "aten::cross_entropy_loss",
+        "ConvolutionBackward0",
+        "AddmmBackward0",
+        "Optimizer.step#SGD.step",
+    )
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": n, "ts": i * 1e4, "dur": 9e3, "pid": 1, "tid": 1}
+        for i, n in enumerate(names)
+    ]
+    events[0]["args"] = {"Input Dims": [[32, 3, 32, 32], [6, 3, 5, 5]]}
+    Path(trace_path).write_text(json.dumps({"traceEvents": events}))
+    return "aten::conv2d"
+
+
 def trace_of_another_step(step, trace_path):
     """A real trace, of the notebook's own step (batch 128), not of the step handed over."""
     from course_utils.grading.checks.lesson03_harness import training_step
@@ -380,6 +402,11 @@ def trace_with_invented_times(step, trace_path):
     ("answer", "message"),
     [
         (typed_in_trace, r"got a trace without aten::max_pool2d, aten::linear, "),
+        (
+            well_informed_typed_trace,
+            r"expected the operators of one step, as the check's own profile of it records \d+, "
+            r"got a trace without \d+ of them",
+        ),
         (trace_of_another_step, r"check's batch of 32 images \(\[32, 3, 32, 32\]\), got inputs"),
         (
             trace_with_invented_times,

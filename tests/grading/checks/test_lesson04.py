@@ -158,6 +158,33 @@ def step_with_a_typed_trace(model, inputs, targets, trace_path):
     return loss
 
 
+def step_with_a_well_informed_trace(model, inputs, targets, trace_path):
+    """The step run unprofiled, and a trace written by hand with the batch's shapes and the
+    dtypes the check reads: not the operators a profile of the step records."""
+    loss = autocast_step(model, inputs, targets)
+    dims = [list(inputs.shape), [4, 3, 3, 3]]
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::conv2d",
+            "ts": 0,
+            "dur": 5,
+            "args": {"Input Dims": dims, "Input type": ["c10::BFloat16", "c10::BFloat16"]},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::log_softmax",
+            "ts": 9,
+            "dur": 5,
+            "args": {"Input type": ["float"]},
+        },
+    ]
+    Path(trace_path).write_text(json.dumps({"traceEvents": events}))
+    return loss
+
+
 def step_with_the_notebooks_trace(model, inputs, targets, trace_path):
     """The step run unprofiled, and the trace of another step (another model and batch)."""
     from course_utils.grading.checks.lesson04_harness import batch_of, small_model
@@ -242,6 +269,12 @@ def test_reference_answers_pass(exercise_id, answer):
         ),
         (
             "04.3",
+            step_with_a_well_informed_trace,
+            r"the trace: expected the operators of one autocast step, as the check's own profile "
+            r"of it records \d+, got a trace without \d+ of them",
+        ),
+        (
+            "04.3",
             step_with_the_notebooks_trace,
             r"got convolutions on \[\[16, 3, 8, 8\], ",
         ),
@@ -289,7 +322,7 @@ def test_04_2_held_out_cases_fail_errors_kept_for_the_visible_seed(held_out_catc
     def table(mode, ns, seed):  # right at the visible seed and sizes, and only there
         return kept[mode]
 
-    failure = held_out_catches("04.2", error_against_n, table)
+    failure = held_out_catches("04.2", error_against_n, table, seeds=[0, 1])
     assert re.match(
         r"error_against_n\('(tf32|bf16)', \(\d+, \d+, \d+\), seed=\d+\): expected 3", failure
     )
