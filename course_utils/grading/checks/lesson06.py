@@ -10,16 +10,14 @@ checker loads the bytes itself, with weights_only=True); 06.3 what `safe_load` r
 file saved on a "GPU" (its storages tagged cuda:0) and whether a malicious file's code ran.
 06.4 is a run, graded on what only the run can produce: the checker draws a seed and a number
 of steps, the learner's function runs the program with them in processes of its own, stops it
-with a signal and resumes it; the probe returns the runs' history, the kernel's pid and the final
-checkpoint's bytes, and the checker trains the same run uninterrupted itself and compares the
-final parameters bit for bit. Records written from the kernel are refused.
+with a signal and resumes it; the probe returns the runs' history, the kernel's pid, the pids of
+the processes the function started and the final checkpoint's bytes, and the checker trains the
+same run uninterrupted itself and compares the final parameters bit for bit. Records written from
+the kernel, or by processes the function did not start, are refused.
 """
 
-import io
 import json
 import random
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -34,14 +32,17 @@ from course_utils.grading import (
     run_probe,
 )
 from course_utils.grading.checks.lesson06_harness import (
+    EPOCHS,
+    final_hash,
     plain_part,
     run_atomic_save,
     run_make_checkpoint,
     run_preempt_and_resume,
     run_safe_load,
     trained_parts,
+    uninterrupted,
+    weights,
 )
-from course_utils.models import TinyNet, parameter_hash
 
 KEYS = ("model", "optimizer", "scheduler", "epoch", "step", "rng")
 
@@ -63,11 +64,6 @@ def _same(got, want) -> bool:
             and all(_same(a, b) for a, b in zip(got, want, strict=True))
         )
     return type(got) is type(want) and got == want
-
-
-def _weights(data: bytes) -> object:
-    """A file's bytes loaded here, as a checkpoint loader should: weights_only=True."""
-    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
 # ---- 06.1 ---------------------------------------------------------------------------------
@@ -156,7 +152,7 @@ def check_atomic_save(atomic_save, seed: int = 0):
     expect(got["saved"] is None, "a save without an error", got["saved"], what)
     expect(got["after"] is not None, f"a file at {path.name}", "no file", what)
     try:
-        loaded = _weights(got["after"])
+        loaded = weights(got["after"])
     except Exception as e:
         raise CheckFailed(
             f"{what}: expected a file torch.load(weights_only=True) reads, got {type(e).__name__}"
@@ -232,7 +228,6 @@ def check_safe_load(safe_load, seed: int = 0):
 
 # ---- 06.4 ---------------------------------------------------------------------------------
 
-EPOCHS, SAVE_EVERY = 3, 3  # the program's settings the lesson fixes (8 steps per epoch)
 STEPS = (16, 24)  # the check draws the number of steps from this range, and a seed
 SIGNALS = ("SIGUSR1", "SIGTERM")  # what Slurm sends before a time limit, and on preemption
 PROGRAM = "python -m course_utils.jobs.resumable_train"
@@ -248,9 +243,10 @@ def _runs(history: list[dict]) -> str:
     )
 
 
-def verify_runs(history, kernel: int, seed: int, steps: int) -> dict:
+def verify_runs(history, kernel: int, seed: int, steps: int, started=None) -> dict:
     """The checks of 06.4 on the runs' records (pure, so tests can give it records): returns
-    the stop record. Every record must come from a process other than the kernel's."""
+    the stop record. Every record must come from a process other than the kernel's, one of
+    those it `started` during the check where the probe could list them (None: it could not)."""
     expect(
         type(history) is list and all(type(e) is dict for e in history),
         f"a list of records in {resumable.HISTORY}",
@@ -261,11 +257,6 @@ def verify_runs(history, kernel: int, seed: int, steps: int) -> dict:
         all(type(p) is int for p in pids),
         "records that carry the pid of the process that wrote them (resumable.record)",
         "a record without one",
-    )
-    expect(
-        kernel not in pids,
-        f"records written by the program ({PROGRAM}) in processes of its own",
-        "records written from this kernel: run the program, do not train or write them here",
     )
     runs = _runs(history)
     starts = [e for e in history if e.get("event") == "start"]
@@ -278,6 +269,16 @@ def verify_runs(history, kernel: int, seed: int, steps: int) -> dict:
             f"runs with --seed {seed} --max-steps {steps} --epochs {EPOCHS} (what the check gave)",
             f"a run with {used}",
         )
+    expect(
+        kernel not in pids,
+        f"records written by the program ({PROGRAM}) in processes of its own",
+        "records written from this kernel: run the program, do not train or write them here",
+    )
+    expect(
+        started is None or set(pids) <= set(started),
+        "records written by the processes your function started during the check",
+        "records of processes it did not start",
+    )
     stops = [i for i, e in enumerate(history) if e.get("event") == "stopped"]
     expect(
         bool(stops) and history[stops[0]].get("signal") in SIGNALS,
@@ -318,34 +319,6 @@ def verify_runs(history, kernel: int, seed: int, steps: int) -> dict:
     return stop
 
 
-def uninterrupted(seed: int, steps: int) -> str:
-    """The same run, trained here in one go (the check's own reference): its parameter hash."""
-    folder = tempfile.mkdtemp(prefix="course-06.4-reference-")
-    config = resumable.Config(
-        ckpt_dir=folder, seed=seed, max_steps=steps, epochs=EPOCHS, save_every=SAVE_EVERY
-    )
-    try:
-        with torch.random.fork_rng(devices=[]):
-            return resumable.train(config, log=lambda msg: None)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def final_hash(data: bytes) -> str:
-    """The parameter hash of a checkpoint's model, loaded here with weights_only=True."""
-    try:
-        state = _weights(data)["model"]
-        with torch.random.fork_rng(devices=[]):
-            model = TinyNet()
-        model.load_state_dict(state)
-    except Exception as e:
-        raise CheckFailed(
-            f"expected the newest checkpoint readable as the program writes it (weights_only=True,"
-            f" a TinyNet's model), got {type(e).__name__}: {str(e)[:120]}"
-        ) from None
-    return parameter_hash(model)
-
-
 def draw_run(rng=None) -> tuple[int, int]:
     """A seed and a number of steps for one check: drawn each time, so no history is ready."""
     rng = rng or random.SystemRandom()
@@ -374,7 +347,7 @@ def check_preempt_and_resume(preempt_and_resume, seed: int | None = None, steps:
         raise CheckFailed(
             f"expected {resumable.HISTORY} as the program writes it, got other text"
         ) from None
-    stop = verify_runs(history, got["kernel"], seed, steps)
+    stop = verify_runs(history, got["kernel"], seed, steps, got["started"])
     expect(got["final"] is not None, "a final checkpoint in the folder", "none")
     want = uninterrupted(seed, steps)
     expect(

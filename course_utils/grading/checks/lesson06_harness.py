@@ -8,15 +8,21 @@ fails halfway; every file as bytes, for the checker to load with weights_only=Tr
 06.3: their `safe_load` on a checkpoint saved as a GPU job saves it (storages tagged cuda:0) and
 on a file whose unpickling would create a folder.
 06.4: their `preempt_and_resume` on a fresh folder with the check's seed and steps; the runs'
-history, the newest checkpoint's bytes and this kernel's pid.
+history, the newest checkpoint's bytes, this kernel's pid and the pids of the processes it
+started during the call (its descendants, polled from /proc).
 What these report comes from the learner's process: the checker (lesson06.py) recomputes every
-reference itself.
+reference itself; `uninterrupted` is its own run of 06.4's program at the same draw, and
+`final_hash` and `weights` read the learner's bytes with weights_only=True.
 """
 
+from __future__ import annotations
+
+import io
 import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from unittest import mock
 
@@ -25,8 +31,14 @@ from torch import nn
 
 from course_utils import checkpoint as ck
 from course_utils import resumable
-from course_utils.grading import probe, wire
+from course_utils.grading import CheckFailed, probe, wire
 from course_utils.grading.evidence import outcome
+from course_utils.models import TinyNet, parameter_hash
+
+
+def weights(data: bytes) -> object:
+    """A file's bytes loaded here, as a checkpoint loader should: weights_only=True."""
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
 
 
 def plain_part(value):
@@ -198,19 +210,95 @@ def run_safe_load(safe_load, state: dict) -> dict:
 # ---- 06.4 ---------------------------------------------------------------------------------
 
 
+def _descendants(pid: int) -> set[int]:
+    """The processes below `pid` now, from Linux's /proc/PID/task/TID/children lists."""
+    found, todo = set(), [pid]
+    while todo:
+        for listing in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            try:
+                children = [int(word) for word in listing.read_text().split()]
+            except (OSError, ValueError):  # the process ended meanwhile
+                continue
+            todo += [child for child in children if child not in found]
+            found.update(children)
+    return found
+
+
+class _Started:
+    """The processes this one starts while the block runs, children and theirs, polled every
+    `every` seconds; `seen` stays None where /proc does not list a process's children."""
+
+    def __init__(self, every: float = 0.02):
+        self.every, self.seen = every, None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.every):
+            self.seen |= _descendants(os.getpid())
+
+    def __enter__(self) -> _Started:
+        if Path(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/children").exists():
+            self.seen = set()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.seen is not None:
+            self._done.set()
+            self._thread.join()
+            self.seen |= _descendants(os.getpid())
+
+
 @probe("06.4")
 def run_preempt_and_resume(preempt_and_resume, seed: int, steps: int) -> dict:
     """In the learner's process: their function on a fresh folder with the check's seed and
-    steps; then what the runs left there (history, newest checkpoint) and this kernel's pid."""
+    steps; then what the runs left there (history, newest checkpoint), this kernel's pid and the
+    pids of the processes it started meanwhile (None where /proc cannot tell)."""
     folder = Path(tempfile.mkdtemp(prefix="course-06.4-")) / "ckpt"
     try:
-        preempt_and_resume(folder, seed, steps)
+        with _Started() as started:
+            preempt_and_resume(folder, seed, steps)
         history = folder / resumable.HISTORY
         newest = ck.latest_checkpoint(folder)
         return {
             "kernel": os.getpid(),
+            "started": sorted(started.seen) if started.seen is not None else None,
             "history": history.read_text() if history.is_file() else None,
             "final": newest.read_bytes() if newest is not None else None,
         }
     finally:
         shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+# ---- 06.4: the checker's own run, and its reading of the learner's checkpoint (in the judge) ---
+
+EPOCHS, SAVE_EVERY = 3, 3  # the program's settings the lesson fixes (8 steps per epoch)
+
+
+def uninterrupted(seed: int, steps: int) -> str:
+    """The same run, trained here in one go (the check's own reference): its parameter hash."""
+    folder = tempfile.mkdtemp(prefix="course-06.4-reference-")
+    config = resumable.Config(
+        ckpt_dir=folder, seed=seed, max_steps=steps, epochs=EPOCHS, save_every=SAVE_EVERY
+    )
+    try:
+        with torch.random.fork_rng(devices=[]):
+            return resumable.train(config, log=lambda msg: None)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def final_hash(data: bytes) -> str:
+    """The parameter hash of a checkpoint's model, loaded here with weights_only=True."""
+    try:
+        state = weights(data)["model"]
+        with torch.random.fork_rng(devices=[]):
+            model = TinyNet()
+        model.load_state_dict(state)
+    except Exception as e:
+        raise CheckFailed(
+            f"expected the newest checkpoint readable as the program writes it (weights_only=True,"
+            f" a TinyNet's model), got {type(e).__name__}: {str(e)[:120]}"
+        ) from None
+    return parameter_hash(model)

@@ -18,6 +18,7 @@ import torch
 from course_utils.checkpoint import unwrap_model
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson06
+from course_utils.grading.checks.lesson06_harness import final_hash, uninterrupted
 from course_utils.grading.grader.plan import review_flags
 from course_utils.paths import REPO_ROOT
 from course_utils.resumable import EX_TEMPFAIL, Config, record, train
@@ -241,9 +242,9 @@ def test_records_of_a_stopped_and_resumed_run_pass(tmp_path):
     history = _history(tmp_path)
     assert lesson06.verify_runs(history, os.getpid(), SEED, STEPS)["signal"] == "SIGUSR1"
     final = (tmp_path / f"ckpt-{STEPS:08d}.pt").read_bytes()
-    assert lesson06.final_hash(final) == lesson06.uninterrupted(SEED, STEPS)
-    other = lesson06.uninterrupted(SEED + 1, STEPS)
-    assert lesson06.final_hash(final) != other, "another seed ends elsewhere"
+    assert final_hash(final) == uninterrupted(SEED, STEPS)
+    other = uninterrupted(SEED + 1, STEPS)
+    assert final_hash(final) != other, "another seed ends elsewhere"
 
 
 def _refused(history, pid=None, seed=SEED, steps=STEPS) -> str:
@@ -281,6 +282,24 @@ def test_records_without_a_stop_or_a_new_process_fail(tmp_path):
     assert "expected the resumed run to finish at step 18" in _refused(late)
 
 
+def test_records_of_processes_the_function_did_not_start_fail(tmp_path):
+    """Pids typed into the records: the probe lists the processes the function started."""
+    in_the_kernel(tmp_path, SEED, STEPS)
+    history = _history(tmp_path)
+    assert lesson06.verify_runs(history, os.getpid(), SEED, STEPS, started=[101, 202, 303])
+    typed = _refused_started(history, started=[303, 404])
+    assert typed == (
+        "expected records written by the processes your function started during the check, got "
+        "records of processes it did not start"
+    )
+
+
+def _refused_started(history, started) -> str:
+    with pytest.raises(CheckFailed) as e:
+        lesson06.verify_runs(history, os.getpid(), SEED, STEPS, started=started)
+    return str(e.value)
+
+
 def test_a_stop_written_by_another_process_than_its_run_fails(tmp_path):
     in_the_kernel(tmp_path, SEED, STEPS)
     forged = _refused(_history(tmp_path, pids=(101, 999, 202, 202)))
@@ -292,7 +311,7 @@ def test_a_resume_that_is_not_exact_ends_elsewhere(tmp_path):
     train(_settings(tmp_path), restore_rng=False, log=lambda msg: None)
     lesson06.verify_runs(_history(tmp_path), os.getpid(), SEED, STEPS)  # the records hold
     final = (tmp_path / f"ckpt-{STEPS:08d}.pt").read_bytes()
-    assert lesson06.final_hash(final) != lesson06.uninterrupted(SEED, STEPS)
+    assert final_hash(final) != uninterrupted(SEED, STEPS)
 
 
 def test_the_draws_stay_in_range():
