@@ -18,9 +18,9 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from course_utils import distributed, models
 from course_utils.checkpoint import atomic_torch_save
-from course_utils.data import SyntheticCIFAR10
 from course_utils.device import local_device
 from course_utils.job_config import parse, shared
+from course_utils.jobs.single_process import seeded
 
 
 def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> torch.nn.Module:
@@ -46,6 +46,7 @@ class Options:
     batch_size: int = shared("batch_size", 32)  # per rank: 2 ranks x 32 = single_process's 64
     lr: float = shared("lr", 0.01)
     steps: int = shared("steps", 8)
+    seed: int = shared("seed", 0)
     save: str | None = shared("save")
 
 
@@ -53,9 +54,8 @@ def main(argv=None) -> int:
     args = parse(Options, argv, __doc__)
     env = distributed.init_process_group()
     device = local_device(env.local_rank, env.local_world_size)
-    torch.manual_seed(0)
-    model = models.Net().to(device)
-    dataset = SyntheticCIFAR10(size=1024)
+    model, dataset = seeded(args.seed)
+    model = model.to(device)
     train(model, dataset, args.batch_size, args.lr, args.steps, device)
     distributed.print_line(f"rank {env.rank}: parameter checksum {models.parameter_hash(model)}")
     if args.save and distributed.is_main_process():

@@ -1,9 +1,11 @@
 """One process, one device: the smallest training program (lesson 05's starting point).
 
-    python -m course_utils.jobs.single_process --batch-size 64 --steps 8
+    python -m course_utils.jobs.single_process --batch-size 64 --steps 8 --seed 3
 
 course_utils/jobs/ddp_minimal.py is the same program made data-parallel; lesson 05 shows the two
 side by side as a diff. Both print a checksum of the final parameters and can save them.
+`seeded` is the one definition of a run's model and data at a seed: exercise 05's program
+(jobs/ddp_exercise.py) and its checker start from it too.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from course_utils.checkpoint import atomic_torch_save
 from course_utils.data import SyntheticCIFAR10
 from course_utils.device import pick_device
 from course_utils.job_config import parse, shared
+
+
+def seeded(seed: int, images: int = 1024) -> tuple[torch.nn.Module, SyntheticCIFAR10]:
+    """The lesson CNN initialised from `seed`, and `images` synthetic images drawn from `seed`."""
+    torch.manual_seed(seed)
+    return models.Net(), SyntheticCIFAR10(size=images, seed=seed)
 
 
 def train(model, dataset, batch_size: int, lr: float, steps: int, device) -> torch.nn.Module:
@@ -42,15 +50,15 @@ class Options:
     batch_size: int = shared("batch_size", 64)
     lr: float = shared("lr", 0.01)
     steps: int = shared("steps", 8)
+    seed: int = shared("seed", 0)
     save: str | None = shared("save")
 
 
 def main(argv=None) -> int:
     args = parse(Options, argv, __doc__)
     device = pick_device()
-    torch.manual_seed(0)
-    model = models.Net().to(device)
-    dataset = SyntheticCIFAR10(size=1024)
+    model, dataset = seeded(args.seed)
+    model = model.to(device)
     train(model, dataset, args.batch_size, args.lr, args.steps, device)
     print(f"parameter checksum {models.parameter_hash(model)}")
     if args.save:

@@ -173,13 +173,15 @@ RANKS = re.compile(r"\brank \d+/\d+|MEMBER: \d+/\d+|\brank \d+:|\b\d+ ranks\b")
 
 def lesson05_launch_cells() -> tuple[list[int], dict[int, str], dict[int, list[str]]]:
     """Positions of lesson 05's cells to run: its first code cell (the imports), every cell that
-    calls distributed.launch (torchrun's DDP, one process, FSDP, Lightning) and every cell that
-    reads a launch's output. Returns them with what the solution shows: the output of each
-    checked cell (not tagged nbval-ignore-output), and the ranks each launch reports."""
+    launches ranks (distributed.launch: torchrun's DDP, Lightning; batch.local_run: one
+    process, FSDP) and every cell that reads a launch's output. Returns them with what the
+    solution shows: the output of each checked cell (not tagged nbval-ignore-output), and the
+    ranks each launch reports."""
     student = nbformat.read(REPO_ROOT / "notebooks" / LESSON_05, as_version=4)
     solution = nbformat.read(REPO_ROOT / "solutions" / LESSON_05, as_version=4)
     code = [i for i, c in enumerate(student.cells) if c.cell_type == "code"]
-    launches = [i for i in code if "distributed.launch(" in student.cells[i].source]
+    starts = ("distributed.launch(", "batch.local_run(")
+    launches = [i for i in code if any(s in student.cells[i].source for s in starts)]
     readers = [i for i in code if ".output" in student.cells[i].source]
     wanted = sorted({code[0], *launches, *readers})
     texts, ranks = {}, {}

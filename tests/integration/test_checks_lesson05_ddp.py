@@ -1,11 +1,21 @@
-"""Exercise 05.1 checked for real: the learner's train_ddp under torchrun with 2 gloo ranks."""
+"""Exercises 05.1 and 05.3 checked for real: the learner's train_ddp on forked ranks at the
+judge's seed (05.1: 2 ranks; 05.3: 2 emulated nodes x 2 ranks), and 05.3's job submitted to the
+CI Slurm cluster and graded on sacct's record too. Wrong and forged answers run as well: they
+must fail with a message that says what was wrong."""
 
+import os
+import sys
+
+import pytest
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
+from course_utils import accounting, batch
 from course_utils.grading import run_check
+from course_utils.grading.checks import lesson05
+from course_utils.jobs import single_process
 
 
 def train_ddp(model, dataset, batch_size, lr, steps):
@@ -53,26 +63,204 @@ def no_ddp_wrap(model, dataset, batch_size, lr, steps):
     return model
 
 
-def test_the_reference_answer_passes():
+def whole_batch_on_every_rank(model, dataset, batch_size, lr, steps):
+    # no communication at all: each rank trains one process's run on the doubled batch
+    return single_process.train(model, dataset, 2 * batch_size, lr, steps, "cpu")
+
+
+def prints_a_checksum_and_leaves(model, dataset, batch_size, lr, steps):
+    # a rank that prints the line the program would print, then ends before the program does
+    rank = os.environ.get("RANK", "0")
+    print(f"rank {rank}/2 on vm: parameter checksum 0123456789abcdef", flush=True)
+    os._exit(0)
+
+
+def typed_in_state_dict(model, dataset, batch_size, lr, steps):
+    # parameters from an earlier run (seed 0), loaded instead of training
+    trained, data = single_process.seeded(0, len(dataset))
+    single_process.train(trained, data, 2 * batch_size, lr, steps, "cpu")
+    model.load_state_dict(trained.state_dict())
+    return model
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # runs/05 of the check goes here, as beside a notebook
+    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
+    return tmp_path
+
+
+def test_the_reference_answer_passes(in_tmp):
     result = run_check("05.1", train_ddp)
     assert result.passed, result.message
 
 
-def test_every_rank_on_the_same_data_is_caught():
-    result = run_check("05.1", same_data_on_every_rank)
-    assert result.verdict == "failed" and "its own half of every global batch" in result.message
+@pytest.mark.parametrize(
+    "answer, says",
+    [
+        (same_data_on_every_rank, "its own share of every global batch"),
+        (no_ddp_wrap, "wrap the model in DistributedDataParallel"),
+        (whole_batch_on_every_rank, "every rank trained alone on all of it"),
+        (prints_a_checksum_and_leaves, "rank 0's parameters of the lesson's Net"),
+        (typed_in_state_dict, "a difference of"),
+    ],
+    ids=lambda v: getattr(v, "__name__", "")[:30],
+)
+def test_wrong_and_forged_runs_are_caught(in_tmp, answer, says):
+    result = run_check("05.1", answer, seed=1234)
+    assert result.verdict == "failed" and says in result.message, result.message
 
 
-def test_a_missing_ddp_wrap_is_caught():
-    result = run_check("05.1", no_ddp_wrap)
-    assert result.verdict == "failed" and "wrap the model in DistributedDataParallel" in (
-        result.message
-    )
-
-
-def test_an_error_on_the_ranks_is_reported_with_its_cause():
+def test_an_error_on_the_ranks_is_reported_with_its_cause(in_tmp):
     def broken(model, dataset, batch_size, lr, steps):
         raise RuntimeError("my loader is missing")
 
     result = run_check("05.1", broken)
     assert result.verdict == "failed" and "RuntimeError: my loader is missing" in result.message
+
+
+def ddp_header(job):
+    hours, minutes = divmod(job["minutes"], 60)
+    gpus = job["ranks_per_node"] * job["gpus_per_rank"]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --nodes={job['nodes']}",
+        f"#SBATCH --ntasks-per-node={job['ranks_per_node']}",
+        f"#SBATCH --gres=gpu:{gpus}" if gpus else "",
+        f"#SBATCH --cpus-per-task={job['cpus_per_rank']}",
+        f"#SBATCH --mem={job['mem_gb_per_rank'] * job['ranks_per_node']}G",
+        f"#SBATCH --time={hours:02d}:{minutes:02d}:00",
+        f"#SBATCH --signal=B:USR1@{job['warning_s']}",
+    ]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def test_05_3_runs_on_two_emulated_nodes_here(in_tmp):
+    result = run_check("05.3", ddp_header, train_ddp)
+    assert result.passed, result.message
+    assert result.message.startswith("[via local ranks: no Slurm here]")
+    log = next((in_tmp / "runs" / "05").glob("*.pt"))
+    assert log.name.startswith("ddp-05-3-")
+
+
+def test_05_3_reports_the_learner_s_train_ddp_failing(in_tmp):
+    result = run_check("05.3", ddp_header, no_ddp_wrap, seed=7)
+    assert "train_ddp on 2 node(s) x 2 ranks" in result.message
+    assert "wrap the model in DistributedDataParallel" in result.message
+
+
+@pytest.mark.slurm
+def test_05_3_on_the_ci_cluster_is_graded_on_sacct_s_record(in_tmp, monkeypatch):
+    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "slurm")
+    monkeypatch.setenv("COURSE_VENV", os.path.dirname(os.path.dirname(sys.executable)))
+    result = run_check("05.3", ddp_header, train_ddp)
+    assert result.passed, result.message
+    assert result.message.startswith("[via slurm]")
+    script = next((in_tmp / "runs" / "05").glob("ddp-05-3-*.sh"))
+    name = script.stem
+    out = next((in_tmp / "runs" / "05").glob(f"{name}-*.out"))
+    job_id = out.stem.rsplit("-", 1)[1]
+    ranks = [line for line in out.read_text().splitlines() if "parameter checksum" in line]
+    assert sorted(line.split()[3] for line in ranks) == ["cn1:", "cn1:", "cn2:", "cn2:"]
+    steps = accounting.job_steps(job_id)
+    assert any(s.is_step and s.tasks == 4 and s.nodes == 2 for s in steps), steps
+    assert script.read_text().startswith(ddp_header(lesson05.CPU_JOB.as_dict()))
+
+
+# ---- hostile submissions, graded in the sandbox ------------------------------------------------
+
+HOSTILE = {
+    # a rank prints the line the program would print, then leaves before the program does
+    "prints_and_exits": {
+        "05.1": """
+            def train_ddp(model, dataset, batch_size, lr, steps):
+                import os
+                rank = os.environ.get("RANK", "0")
+                print(f"rank {rank}/2 on vm: parameter checksum 0123456789abcdef", flush=True)
+                os._exit(0)
+            """,
+    },
+    # no communication: one process's run on the whole global batch, on every rank
+    "one_process_everywhere": {
+        "05.1": """
+            from course_utils.jobs import single_process
+
+            def train_ddp(model, dataset, batch_size, lr, steps):
+                return single_process.train(model, dataset, 2 * batch_size, lr, steps, "cpu")
+            """,
+    },
+    # parameters typed in instead of trained
+    "typed_in": {
+        "05.1": """
+            import torch
+
+            def train_ddp(model, dataset, batch_size, lr, steps):
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.mul_(0.99)
+                return model
+            """,
+    },
+    # the batch shell never gets USR1: 05.1 honest (one point), 05.3 must fail
+    "signal_without_b": {
+        "05.1": None,  # the solution's
+        "05.3": None,
+    },
+}
+
+
+def _hostile_notebook(name: str):
+    import textwrap
+
+    import nbformat
+
+    from course_utils.paths import REPO_ROOT
+    from course_utils.tooling.release import course_meta
+
+    solution = nbformat.read(REPO_ROOT / "solutions" / "05_distributed_data_parallel.ipynb", 4)
+    answers = {course_meta(c).get("exercise"): c.source for c in solution.cells}
+    nb = nbformat.read(REPO_ROOT / "notebooks" / "05_distributed_data_parallel.ipynb", 4)
+    for cell in nb.cells:
+        meta = course_meta(cell)
+        if meta.get("role") != "exercise" or meta["exercise"] not in HOSTILE[name]:
+            continue
+        code = HOSTILE[name][meta["exercise"]]
+        source = answers[meta["exercise"]] if code is None else textwrap.dedent(code)
+        if name == "signal_without_b":
+            source = source.replace("--signal=B:USR1", "--signal=USR1")
+        cell.source = source
+    return nb
+
+
+@pytest.fixture(scope="module")
+def hostile_gradebook(tmp_path_factory):
+    import csv
+
+    import nbformat
+
+    from course_utils.cli import main
+
+    root = tmp_path_factory.mktemp("hostile05")
+    (root / "subs").mkdir()
+    for name in HOSTILE:
+        nbformat.write(
+            _hostile_notebook(name), root / "subs" / f"{name}__05_distributed_data_parallel.ipynb"
+        )
+    out = root / "out"
+    argv = ["grade", str(root / "subs"), "--out", str(out), "-j", "2", "--seed", "5"]
+    assert main([*argv, "--lesson", "05", "--timeout", "400", "--cell-timeout", "120"]) == 0
+    with open(out / "gradebook.csv") as f:
+        return {row["learner"]: row for row in csv.DictReader(f)}
+
+
+@pytest.mark.bwrap
+@pytest.mark.slow
+def test_forged_runs_earn_nothing_in_the_sandbox(hostile_gradebook):
+    rows = hostile_gradebook
+    assert set(rows) == set(HOSTILE)
+    for name in ("prints_and_exits", "one_process_everywhere", "typed_in"):
+        assert (rows[name]["05.1"], rows[name]["05.3"], rows[name]["total"]) == ("0", "0", "0")
+    assert "05.1: calls the course's own answer" in rows["one_process_everywhere"]["flags"]
+    assert "exits or kills the process" in rows["prints_and_exits"]["flags"]
+    signal = rows["signal_without_b"]
+    assert (signal["05.1"], signal["05.3"], signal["flags"]) == ("1", "0", "")

@@ -1,117 +1,156 @@
 """Checkers of lesson 05, distributed data parallel.
 
-05.1 runs the learner's function for real: under torchrun, 2 gloo ranks on the CPU, and
-compares the parameters with one process trained on the doubled batch (jobs/single_process.py).
+05.1 is a run: a probe in the learner's process runs their `train_ddp` on 2 real ranks (forked
+with torchrun's variables, `batch.local_run`) at a seed the judge draws. The judge trains one
+process on the doubled batch at that seed itself and holds rank 0's parameters, which the probe
+brings back as plain tensors, against it (within 1e-6, yet not bit for bit: ranks that split a
+batch and average round differently); every rank's checksum must equal the judge's hash of them.
+05.2 is code: the learner's plan for each rank of a node, against the course's functions.
+05.3 is a run: the learner's header, written for the documentation's GPU cluster and for the
+small CPU job (`ddp_jobs.GPU_JOB`, `ddp_jobs.CPU_JOB`), is read as sbatch reads it; the second
+becomes a job with slurm/ddp_srun.sh's body, running their `train_ddp` on 2 nodes x 2 ranks at
+the judge's seed: submitted where Slurm answers, and then graded on sacct's record too (state,
+nodes, tasks, the job name the judge drew), else 2 emulated nodes here (`batch.local_run`).
+Where it ran is said as "[via slurm]" or "[via local ranks: no Slurm here]" (lesson 10's words,
+which the sanitize file makes compare equal). The probes are in lesson05_harness.py.
 """
 
-import inspect
-import tempfile
-import textwrap
-import types
-from pathlib import Path
+import random
+import re
+import secrets
+import time
 
 import torch
 
+from course_utils import accounting, distributed, models, rank_logs, sbatch
 from course_utils import device as devices
-from course_utils import distributed, models, rank_logs, sbatch
-from course_utils.data import SyntheticCIFAR10
-from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
+from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
+from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out, run_probe
+from course_utils.grading.checks.lesson05_harness import run_on_two_ranks, run_the_job
 from course_utils.jobs import ddp_exercise, single_process
 
-
-def _imports_for(fn) -> list[str]:
-    """Import lines for the modules, classes and functions `fn` uses from its notebook's globals,
-    so that its source runs as a module of its own in the ranks' processes."""
-    lines = []
-    for name in fn.__code__.co_names:
-        value = fn.__globals__.get(name)
-        if isinstance(value, types.ModuleType):
-            lines.append(f"import {value.__name__} as {name}")
-        elif getattr(value, "__module__", None) not in (None, "__main__", "builtins"):
-            qualname = getattr(value, "__qualname__", name)
-            if "." not in qualname:
-                lines.append(f"from {value.__module__} import {qualname} as {name}")
-    return lines
+CHECKSUM = re.compile(r"^rank (\d+)/(\d+) on (\S+): parameter checksum ([0-9a-f]{16})$")
 
 
-def _answer_module(train_ddp, folder: Path) -> Path:
+def _draw_seed() -> int:
+    return random.SystemRandom().randrange(1, 2**31)
+
+
+def _one_process(seed: int, batch_size: int) -> dict:
+    """The judge's own run: one process, the whole global batch, at the learner's seed (one
+    thread, as each rank has, so that its rounding is what one process would give there)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
-        source = inspect.getsource(train_ddp)
-    except (OSError, TypeError) as e:
-        raise CheckFailed(
-            f"the source of train_ddp cannot be read ({e}); define it in a cell"
-        ) from e
-    path = folder / "answer.py"
-    alias = [] if train_ddp.__name__ == "train_ddp" else [f"train_ddp = {train_ddp.__name__}"]
-    lines = [*_imports_for(train_ddp), "", textwrap.dedent(source), *alias, ""]
-    path.write_text("\n".join(lines))
-    return path
+        model, dataset = single_process.seeded(seed, ddp_exercise.IMAGES)
+        start = {k: v.clone() for k, v in model.state_dict().items()}
+        single_process.train(model, dataset, batch_size, ddp_exercise.LR, ddp_exercise.STEPS, "cpu")
+    finally:
+        torch.set_num_threads(threads)
+    return {"start": start, "trained": model.state_dict()}
 
 
-def _one_process_with_double_batch() -> dict:
-    torch.manual_seed(0)
-    model = models.Net()
-    dataset = SyntheticCIFAR10(size=ddp_exercise.IMAGES)
-    single_process.train(
-        model, dataset, 2 * ddp_exercise.BATCH_SIZE, ddp_exercise.LR, ddp_exercise.STEPS, "cpu"
-    )
-    return model.state_dict()
-
-
-@exercise("05.1", "make a training function data-parallel (run under torchrun)")
-def check_train_ddp(train_ddp):
-    if not callable(train_ddp):
-        raise CheckFailed(f"expected a function, got {type(train_ddp).__name__}")
-    # Not called here: it would join a process group in this kernel. The released stub is
-    # recognized by its source instead.
-    try:
-        stub = "raise NotImplementedError" in inspect.getsource(train_ddp)
-    except (OSError, TypeError):
-        stub = False  # no source: _answer_module says so below
-    if stub:
-        raise NotImplementedError
-    with tempfile.TemporaryDirectory() as tmp:
-        answer, out = _answer_module(train_ddp, Path(tmp)), Path(tmp) / "rank0.pt"
-        run = distributed.launch(
-            "course_utils.jobs.ddp_exercise",
-            answer,
-            out,
-            nproc=2,
-            echo=False,
-            check=False,
-            timeout=180,
-            env={"OMP_NUM_THREADS": "1"},
-        )
-        if run.returncode != 0:
-            cause = rank_logs.failure_cause(run.output) or run.output.strip()[-400:]
-            raise CheckFailed(f"train_ddp failed under torchrun with 2 ranks: {cause}")
-        sums = [
-            line.split()[-1] for line in run.output.splitlines() if "parameter checksum" in line
-        ]
-        expect(len(sums) == 2, "a checksum from each of the 2 ranks", f"{len(sums)}")
-        expect(
-            sums[0] == sums[1],
-            "identical parameters on both ranks",
-            "different parameters: wrap the model in DistributedDataParallel and train the "
-            "wrapper, so that gradients are averaged across ranks",
-        )
-        got = torch.load(out, weights_only=True)
-    want = _one_process_with_double_batch()
-    torch.manual_seed(0)
-    start = models.Net().state_dict()
+def _checksums(output: str, ranks: int) -> dict[int, tuple[str, str]]:
+    """rank -> (node, checksum) from the ranks' lines; exactly one line per rank."""
+    found: dict[int, list[tuple[str, str]]] = {}
+    for line in output.splitlines():
+        m = CHECKSUM.match(line.strip())
+        if m and int(m[2]) == ranks:
+            found.setdefault(int(m[1]), []).append((m[3], m[4]))
     expect(
-        any(not torch.equal(got[k], start[k]) for k in got),
+        sorted(found) == list(range(ranks)) and all(len(v) == 1 for v in found.values()),
+        f"one 'parameter checksum' line from each of the {ranks} ranks",
+        f"lines from ranks {sorted(found)}, {sum(map(len, found.values()))} in all"
+        + (": print nothing of the kind in train_ddp" if found else ""),
+    )
+    return {rank: lines[0] for rank, lines in found.items()}
+
+
+def _hash(state: dict) -> str:
+    model = models.Net()
+    model.load_state_dict(state)
+    return models.parameter_hash(model)
+
+
+def judge_ranks(ran: dict, seed: int, nodes: int, per_node: int) -> None:
+    """The judge's verdict on a run of train_ddp on `nodes` x `per_node` ranks at `seed`."""
+    ranks, where = nodes * per_node, f"train_ddp on {nodes} node(s) x {per_node} ranks"
+    if ran["returncode"] != 0:
+        cause = rank_logs.failure_cause(ran["output"]) or ran["output"].strip()[-400:]
+        raise CheckFailed(f"{where} failed: {cause}")
+    sums = _checksums(ran["output"], ranks)
+    placed = {rank: node for rank, (node, _) in sums.items()}
+    on_nodes = [[placed[n * per_node + r] for r in range(per_node)] for n in range(nodes)]
+    expect(
+        all(len(set(ns)) == 1 for ns in on_nodes) and len({ns[0] for ns in on_nodes}) == nodes,
+        f"{per_node} ranks on each of {nodes} node(s)",
+        f"ranks on {placed}",
+        where,
+    )
+    expect(
+        len({s for _, s in sums.values()}) == 1,
+        "identical parameters on every rank",
+        "different parameters: wrap the model in DistributedDataParallel and train the wrapper, "
+        "so that gradients are averaged across ranks",
+        where,
+    )
+    state, want = ran["state"], _one_process(seed, ranks * ddp_exercise.BATCH_SIZE)
+    keys = list(want["trained"])
+    expect(
+        type(state) is dict
+        and sorted(state) == sorted(keys)
+        and all(
+            type(state[k]) is torch.Tensor
+            and (state[k].dtype, state[k].shape)
+            == (want["trained"][k].dtype, want["trained"][k].shape)
+            for k in keys
+        ),
+        "rank 0's parameters of the lesson's Net, saved by the course's program",
+        "none" if state is None else f"{type(state).__name__} with keys {sorted(state)[:4]}",
+        where,
+    )
+    expect(
+        _hash(state) == sums[0][1],
+        "rank 0's checksum line equal to the checksum of the parameters it saved",
+        "another checksum: print nothing of the kind in train_ddp",
+        where,
+    )
+    expect(
+        any(not torch.equal(state[k], want["start"][k]) for k in keys),
         "trained parameters",
         "the initial ones: take `steps` optimizer steps",
+        where,
     )
-    diff = max((got[k] - want[k]).abs().max().item() for k in want)
+    diff = max((state[k] - want["trained"][k]).abs().max().item() for k in keys)
     expect(
         diff < 1e-6,
-        "the parameters of 1 process trained on the doubled batch (within 1e-6)",
-        f"a difference of {diff:.2g}: each rank must train on its own half of every global "
+        f"the parameters of 1 process trained on the {ranks}x batch (within 1e-6)",
+        f"a difference of {diff:.2g}: each rank must train on its own share of every global "
         "batch (DistributedSampler(dataset, shuffle=True, seed=0), batch_size per rank)",
+        where,
     )
+    expect(
+        any(not torch.equal(state[k], want["trained"][k]) for k in keys),
+        "ranks that each computed the gradient of their share and averaged them",
+        "bit for bit what one process computes on the whole global batch: every rank trained "
+        "alone on all of it",
+        where,
+    )
+
+
+@exercise(
+    "05.1",
+    "make a training function data-parallel (run on 2 ranks)",
+    reference=(r"ddp_minimal\.train\(", r"single_process\.train\("),
+)
+def check_train_ddp(train_ddp, seed: int | None = None):
+    seed = _draw_seed() if seed is None else seed
+    ran = run_probe(run_on_two_ranks, train_ddp, seed=seed)
+    judge_ranks(ran, seed, nodes=1, per_node=2)
     return "2 ranks x batch 32 train like 1 process x batch 64 (parameters within 1e-6)"
+
+
+# ---- 05.2 ----------------------------------------------------------------------------------
 
 
 @exercise("05.2", "device and backend of each rank on a node")
@@ -130,9 +169,17 @@ def _check_rank_plan_case(rank_plan, ranks: int, gpus: int) -> None:
         )
         for r in range(ranks)
     ]
-    expect(isinstance(got, list) and len(got) == ranks, f"a list of {ranks} pairs", repr(got))
-    got = [(str(b), str(d)) for b, d in got]
     where = f"rank_plan(ranks_per_node={ranks}, gpus_per_node={gpus})"
+    pairs = type(got) is list and all(
+        type(p) in (tuple, list) and len(p) == 2 and all(type(v) is str for v in p) for p in got
+    )
+    expect(
+        pairs and len(got) == ranks,
+        f"a list of {ranks} (backend, device) pairs of strings",
+        repr(got)[:200],
+        where,
+    )
+    got = [tuple(p) for p in got]
     if got != want and ranks > gpus > 0 and got[0][0] == "nccl":
         raise CheckFailed(
             f"{where}: expected {want}, got {got}: NCCL refuses two ranks on one GPU "
@@ -141,57 +188,120 @@ def _check_rank_plan_case(rank_plan, ranks: int, gpus: int) -> None:
     expect(got == want, want, got, where)
 
 
-# The need in exercise 05.3 (the lesson's text says the same).
-DDP_NEED = {
-    "nodes": 2,
-    "gpus_per_node": 4,
-    "cpus_per_gpu": 12,
-    "mem_gb_per_gpu": 120,
-    "minutes": 120,
-    "warning_s": 300,
-}
+# ---- 05.3 ----------------------------------------------------------------------------------
 
 
-@exercise("05.3", "the header of a multi-node DDP job")
-def check_ddp_header(ddp_header):
-    text = call_answer(ddp_header)
-    expect(isinstance(text, str), "the header as a string", type(text).__name__)
+def check_header(text, job: DdpJob, what: str) -> sbatch.Request:
+    """The rules of exercise 05.3 on a header written for `job`; the request sbatch reads."""
+    expect(type(text) is str, "the header as a string", type(text).__name__, what)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    expect(first.startswith("#!"), "a first line such as #!/bin/bash", repr(first), what)
     try:
         r = sbatch.read_request(text)
     except ValueError as e:
-        raise CheckFailed(f"sbatch could not read it: {e}") from e
-    need = DDP_NEED
+        raise CheckFailed(f"{what}: sbatch could not read it: {e}") from e
     per_node = r.tasks_per_node or (r.tasks // r.nodes if r.tasks else None)
-    expect(r.nodes == need["nodes"], f"--nodes={need['nodes']}", f"--nodes={r.nodes}")
+    gpus = job.ranks_per_node * job.gpus_per_rank
+    expect(r.nodes == job.nodes, f"--nodes={job.nodes}", f"--nodes={r.nodes}", what)
     expect(
-        r.gpus_per_node == need["gpus_per_node"],
-        "4 GPUs per node (--gres=gpu:4)",
-        f"{r.gpus_per_node}",
-    )
-    expect(
-        per_node == need["gpus_per_node"],
-        "one task per GPU: --ntasks-per-node=4 (srun starts the ranks)",
+        per_node == job.ranks_per_node,
+        f"one task per rank: --ntasks-per-node={job.ranks_per_node} (srun starts the ranks)",
         f"{per_node} tasks per node",
+        what,
     )
     expect(
-        r.cpus_per_task == need["cpus_per_gpu"],
-        "--cpus-per-task=12 (the bundle: 12 per GPU)",
+        r.gpus_per_node == gpus,
+        f"--gres=gpu:{gpus} (GPUs per node, not per task)" if gpus else "no GPU (a CPU job)",
+        f"{r.gpus_per_node} GPU(s) per node",
+        what,
+    )
+    expect(
+        r.cpus_per_task == job.cpus_per_rank,
+        f"--cpus-per-task={job.cpus_per_rank}"
+        + (f" (the bundle: {job.cpus_per_rank} per GPU)" if gpus else ""),
         f"--cpus-per-task={r.cpus_per_task}",
+        what,
     )
-    mem = need["mem_gb_per_gpu"] * need["gpus_per_node"] * 1024
+    mem = job.mem_gb_per_rank * job.ranks_per_node
     expect(
-        r.mem_mb is not None and abs(r.mem_mb - mem) < 1024,
-        "--mem=480G per node (120 GB per GPU, 4 GPUs)",
-        "no --mem" if r.mem_mb is None else f"{r.mem_mb / 1024:.0f} GB",
+        r.mem_mb is not None and abs(r.mem_mb - mem * 1024) < 1024,
+        f"--mem={mem}G (memory per node: {job.mem_gb_per_rank} GB x {job.ranks_per_node} ranks)",
+        "no --mem" if r.mem_mb is None else f"{r.mem_mb / 1024:.0f} GB per node",
+        what,
     )
-    expect(r.minutes == need["minutes"], "--time=02:00:00", f"{r.minutes} minutes")
-    signal = r.signal or ""
+    hours, minutes = divmod(job.minutes, 60)
     expect(
-        signal.split("@")[0].removeprefix("B:") == "USR1" and signal.endswith("@300"),
-        "--signal=B:USR1@300 (a warning 5 minutes before the limit)",
-        signal or "no --signal",
+        r.minutes == job.minutes,
+        f"--time={hours:02d}:{minutes:02d}:00",
+        f"{r.minutes} minutes",
+        what,
     )
-    return "2 nodes x 4 GPUs, one task per GPU, the bundle's CPUs and memory, a warning signal"
+    signal, want = r.signal or "", f"B:USR1@{job.warning_s}"
+    if signal == want.removeprefix("B:"):
+        raise CheckFailed(
+            f"{what}: expected --signal={want}, got --signal={signal}: without B: Slurm signals "
+            "the job's steps only, never the batch shell, so lesson 06's trap in the batch "
+            "script does not fire"
+        )
+    expect(
+        signal == want,
+        f"--signal={want} (USR1 to the batch shell {job.warning_s} s before the limit)",
+        f"--signal={signal}" if signal else "no --signal",
+        what,
+    )
+    return r
+
+
+def scheduler_says(job_id, name: str, job: DdpJob) -> None:
+    """The judge reads the scheduler's own record of the learner's job."""
+    steps = []
+    for _ in range(5):  # the database may take a moment to hold a job that just ended
+        steps = accounting.job_steps(str(job_id))
+        if steps:
+            break
+        time.sleep(1)
+    expect(bool(steps), f"sacct's record of job {job_id}", "none (is accounting on?)")
+    main = next((s for s in steps if not s.is_step), None)
+    expect(main is not None and main.name == name, f"job {job_id} named {name}", steps[0].name)
+    expect(main.state == "COMPLETED", f"job {job_id} COMPLETED in sacct", main.state)
+    ranks = job.nodes * job.ranks_per_node
+    expect(main.nodes == job.nodes, f"{job.nodes} nodes in sacct", f"{main.nodes}")
+    expect(
+        any(s.is_step and s.tasks == ranks and s.nodes == job.nodes for s in steps),
+        f"a step of {ranks} tasks on {job.nodes} nodes (srun) in sacct",
+        ", ".join(f"{s.job_id}: {s.tasks} tasks on {s.nodes} nodes" for s in steps if s.is_step),
+    )
+
+
+def where(launcher: str) -> str:
+    """How the job was started, in the words the sanitize file recognises (lesson 10's)."""
+    return "[via slurm]" if launcher == "slurm" else "[via local ranks: no Slurm here]"
+
+
+@exercise("05.3", "a multi-node DDP job's header, submitted with your train_ddp")
+def check_ddp_job(ddp_header, train_ddp, seed: int | None = None):
+    check_header(call_answer(ddp_header, GPU_JOB.as_dict()), GPU_JOB, "GPU_JOB")
+    header = call_answer(ddp_header, CPU_JOB.as_dict())
+    request = check_header(header, CPU_JOB, "CPU_JOB")
+    seed = _draw_seed() if seed is None else seed
+    name = f"ddp-05-3-{secrets.token_hex(4)}"
+    per_node = request.tasks_per_node or request.tasks // request.nodes
+    ran = run_probe(
+        run_the_job,
+        train_ddp,
+        header=header,
+        seed=seed,
+        name=name,
+        nodes=request.nodes,
+        per_node=per_node,
+    )
+    judge_ranks(ran, seed, request.nodes, per_node)
+    if ran["launcher"] == "slurm":
+        scheduler_says(ran["job_id"], name, CPU_JOB)
+    return (
+        f"{where(ran['launcher'])} both headers as sbatch reads them; the CPU job ran your "
+        "train_ddp on 2 nodes x 2 ranks like 1 process x batch 128 (on Slurm, sacct's record too)"
+    )
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------
@@ -201,3 +311,19 @@ def check_ddp_header(ddp_header):
 def held_out_rank_plan(rng, rank_plan):
     """Nodes of other sizes: a table of the six visible answers fails them."""
     _check_rank_plan_case(rank_plan, rng.randint(1, 16), rng.randint(0, 8))
+
+
+@held_out("05.3", cases=3)
+def held_out_ddp_header(rng, ddp_header, train_ddp):
+    """Jobs of other sizes, on paper: a table of the two visible headers fails them."""
+    gpus = rng.choice([0, 1])
+    job = DdpJob(
+        nodes=rng.randint(1, 16),
+        ranks_per_node=rng.choice([1, 2, 4, 8]),
+        gpus_per_rank=gpus,
+        cpus_per_rank=rng.choice([1, 2, 6, 8, 16]),
+        mem_gb_per_rank=rng.choice([4, 16, 60, 128]),
+        minutes=rng.choice([15, 45, 90, 240, 1440]),
+        warning_s=rng.choice([60, 120, 600]),
+    )
+    check_header(call_answer(ddp_header, job.as_dict()), job, f"ddp_header({job.as_dict()})")

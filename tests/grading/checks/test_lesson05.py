@@ -1,7 +1,17 @@
 """Lesson 05 checkers: pass on the reference, fail with a useful message on a known-wrong answer,
-and a stub is not attempted. 05.1's real runs (torchrun) are in tests/integration."""
+and a stub is not attempted. The runs themselves (ranks, the 05.3 job, Slurm) are in
+tests/integration/test_checks_lesson05_ddp.py; here the judge's side meets evidence made by
+hand: what a forged or a lazy run would bring back."""
 
-from course_utils.grading import NOT_ATTEMPTED, run_check
+import pytest
+import torch
+
+from course_utils import models
+from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
+from course_utils.grading import NOT_ATTEMPTED, CheckFailed, held_out_cases, run_check
+from course_utils.grading.checks import lesson05, lesson05_harness
+from course_utils.grading.exercises import run_held_out
+from course_utils.jobs import ddp_exercise, single_process
 
 
 def _stub(*args):
@@ -14,8 +24,114 @@ def train_ddp_stub(model, dataset, batch_size, lr, steps):
 
 
 def test_05_1_stub_is_not_attempted_without_starting_ranks():
-    assert run_check("05.1", train_ddp_stub).verdict == NOT_ATTEMPTED
-    assert run_check("05.1", 3).message == "expected a function, got int"
+    result = run_check("05.1", train_ddp_stub)
+    assert (
+        result.verdict == NOT_ATTEMPTED
+        and "run exercise 05.1 first (write train_ddp)" in result.message
+    )
+    assert "expected a function train_ddp, got int" in run_check("05.1", 3).message
+
+
+# ---- the judge's side of a run: evidence made by hand --------------------------------------
+
+SEED = 11
+
+
+def _trained(seed: int, batch_size: int) -> dict:
+    """One process's training at `seed`, with one thread as each rank has (the thread count
+    changes the last bits of a convolution's gradient)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, dataset = single_process.seeded(seed, ddp_exercise.IMAGES)
+        single_process.train(model, dataset, batch_size, ddp_exercise.LR, ddp_exercise.STEPS, "cpu")
+    finally:
+        torch.set_num_threads(threads)
+    return model.state_dict()
+
+
+def _hash(state: dict) -> str:
+    model = models.Net()
+    model.load_state_dict(state)
+    return models.parameter_hash(model)
+
+
+def _ran(state, lines=None, returncode=0) -> dict:
+    if lines is None:
+        lines = [f"rank {r}/2 on vm: parameter checksum {_hash(state)}" for r in range(2)]
+    return {
+        "launcher": "local",
+        "returncode": returncode,
+        "output": "\n".join(lines),
+        "job_id": None,
+        "state": dict(state) if state is not None else None,  # as the wire gives it
+    }
+
+
+@pytest.fixture(scope="module")
+def ddp_like():
+    """Parameters as 2 averaging ranks would end: the single process's, off in the last bits."""
+    state = _trained(SEED, 64)
+    return {k: v * (1 + 2**-23) if v.is_floating_point() else v for k, v in state.items()}
+
+
+def test_the_judge_passes_ranks_that_averaged(ddp_like):
+    lesson05.judge_ranks(_ran(ddp_like), SEED, nodes=1, per_node=2)
+
+
+def test_a_run_of_one_process_on_every_rank_is_caught():
+    # every rank trained alone on the whole global batch: bit for bit the judge's own result
+    with pytest.raises(CheckFailed, match="every rank trained alone on all of it"):
+        lesson05.judge_ranks(_ran(_trained(SEED, 64)), SEED, nodes=1, per_node=2)
+
+
+def test_a_state_dict_typed_in_for_another_seed_is_caught():
+    # a run remembered from an earlier check (another seed): the judge drew a new one
+    with pytest.raises(CheckFailed, match="a difference of"):
+        lesson05.judge_ranks(_ran(_trained(SEED + 1, 64)), SEED, nodes=1, per_node=2)
+
+
+def test_checksum_lines_printed_without_training_are_caught(ddp_like):
+    fake = "rank {r}/2 on vm: parameter checksum 0123456789abcdef"
+    lines = [fake.format(r=r) for r in range(2)]
+    with pytest.raises(CheckFailed, match="equal to the checksum of the parameters it saved"):
+        lesson05.judge_ranks(_ran(ddp_like, lines), SEED, nodes=1, per_node=2)
+    doubled = lines + [f"rank {r}/2 on vm: parameter checksum {_hash(ddp_like)}" for r in range(2)]
+    with pytest.raises(CheckFailed, match="one 'parameter checksum' line from each of the 2"):
+        lesson05.judge_ranks(_ran(ddp_like, doubled), SEED, nodes=1, per_node=2)
+
+
+def test_a_missing_or_foreign_state_dict_is_caught(ddp_like):
+    lines = [f"rank {r}/2 on vm: parameter checksum {_hash(ddp_like)}" for r in range(2)]
+    with pytest.raises(CheckFailed, match="rank 0's parameters of the lesson's Net"):
+        lesson05.judge_ranks(_ran(None, lines), SEED, nodes=1, per_node=2)
+    wrong = {k: v.double() for k, v in ddp_like.items()}
+    with pytest.raises(CheckFailed, match="rank 0's parameters"):
+        lesson05.judge_ranks(_ran(wrong, lines), SEED, nodes=1, per_node=2)
+
+
+def test_untrained_and_unaveraged_runs_are_caught():
+    start, _ = single_process.seeded(SEED, ddp_exercise.IMAGES)
+    with pytest.raises(CheckFailed, match="take `steps` optimizer steps"):
+        lesson05.judge_ranks(_ran(start.state_dict()), SEED, nodes=1, per_node=2)
+    state = _trained(SEED, 64)
+    lines = [f"rank 0/2 on vm: parameter checksum {_hash(state)}"]
+    lines.append("rank 1/2 on vm: parameter checksum 0123456789abcdef")
+    with pytest.raises(CheckFailed, match="wrap the model in DistributedDataParallel"):
+        lesson05.judge_ranks(_ran(state, lines), SEED, nodes=1, per_node=2)
+
+
+def test_ranks_on_the_wrong_nodes_and_a_failed_run_are_caught(ddp_like):
+    h = _hash(ddp_like)
+    one_node = [f"rank {r}/4 on node0: parameter checksum {h}" for r in range(4)]
+    with pytest.raises(CheckFailed, match="2 ranks on each of 2 node"):
+        lesson05.judge_ranks(_ran(ddp_like, one_node), SEED, nodes=2, per_node=2)
+    failed = _ran(ddp_like, ["Traceback (most recent call last):", "RuntimeError: no loader"], 1)
+    with pytest.raises(CheckFailed, match="failed: .*RuntimeError: no loader"):
+        lesson05.judge_ranks(failed, SEED, nodes=1, per_node=2)
+
+
+# ---- 05.2 ----------------------------------------------------------------------------------
 
 
 def rank_plan(ranks_per_node, gpus_per_node):
@@ -42,51 +158,167 @@ def test_05_2_rank_plan():
     assert crowded.verdict == "failed" and "rank_plan(ranks_per_node=4, gpus_per_node=4)" in (
         crowded.message
     )
+
+    def devices_as_objects(ranks, gpus):
+        return [(b, torch.device(d)) for b, d in rank_plan(ranks, gpus)]
+
+    typed = run_check("05.2", devices_as_objects)
+    assert typed.verdict == "failed" and "pairs of strings" in typed.message
     assert run_check("05.2", _stub).verdict == NOT_ATTEMPTED
 
 
-HEADER = """#!/bin/bash
-#SBATCH --nodes=2
-#SBATCH --ntasks-per-node=4
-#SBATCH --gres=gpu:4
-#SBATCH --cpus-per-task=12
-#SBATCH --mem=480G
-#SBATCH --time=02:00:00
-#SBATCH --signal=B:USR1@300
-"""
-
-
-def test_05_3_ddp_header():
-    assert run_check("05.3", lambda: HEADER).passed
-    one_cpu = run_check("05.3", lambda: HEADER.replace("--cpus-per-task=12", "-c 1"))
-    assert "expected --cpus-per-task=12" in one_cpu.message and "got --cpus-per-task=1" in (
-        one_cpu.message
-    )
-    one_task = run_check("05.3", lambda: HEADER.replace("--ntasks-per-node=4", "--ntasks=2"))
-    assert "one task per GPU" in one_task.message and "got 1 tasks per node" in one_task.message
-    no_signal = run_check("05.3", lambda: HEADER.replace("#SBATCH --signal=B:USR1@300\n", ""))
-    assert "got no --signal" in no_signal.message
-    unreadable = run_check("05.3", lambda: HEADER + "#SBATCH --time=two hours\n")
-    assert "sbatch could not read it" in unreadable.message
-    assert run_check("05.3", _stub).verdict == NOT_ATTEMPTED
-
-
-# ---- held-out cases ------------------------------------------------------------------------
-
-
-def test_05_2_held_out_cases_fail_a_table_of_the_visible_answers():
-    from course_utils.grading import held_out_cases
-    from course_utils.grading.exercises import run_held_out
-
+def test_05_2_held_out_cases_fail_a_table_of_the_visible_answers(held_out_catches):
     visible = {(r, g): rank_plan(r, g) for r, g in [(4, 4), (2, 1), (4, 2), (2, 0), (1, 1), (8, 8)]}
 
     def table(ranks, gpus):  # right on every visible case, and only there
         return visible.get((ranks, gpus), [("gloo", "cpu")] * ranks)
 
-    assert run_check("05.2", table).passed
     assert held_out_cases("05.2") == 4
-    for seed in range(5):
-        assert run_held_out("05.2", seed, rank_plan).passed == 4
-    caught = [run_held_out("05.2", seed, table) for seed in range(5)]
+    assert "rank_plan(ranks_per_node=" in held_out_catches("05.2", rank_plan, table)
+
+
+# ---- 05.3 ----------------------------------------------------------------------------------
+
+
+def ddp_header(job):
+    hours, minutes = divmod(job["minutes"], 60)
+    gpus = job["ranks_per_node"] * job["gpus_per_rank"]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --nodes={job['nodes']}",
+        f"#SBATCH --ntasks-per-node={job['ranks_per_node']}",
+        f"#SBATCH --gres=gpu:{gpus}" if gpus else "",
+        f"#SBATCH --cpus-per-task={job['cpus_per_rank']}",
+        f"#SBATCH --mem={job['mem_gb_per_rank'] * job['ranks_per_node']}G",
+        f"#SBATCH --time={hours:02d}:{minutes:02d}:00",
+        f"#SBATCH --signal=B:USR1@{job['warning_s']}",
+    ]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def _changed(old: str, new: str):
+    def header(job):
+        return ddp_header(job).replace(old, new)
+
+    return header
+
+
+def _failure(header) -> str:
+    result = run_check("05.3", header, train_ddp_stub)  # fails on paper, before any job
+    assert result.verdict == "failed", result
+    return result.message
+
+
+def test_05_3_the_documentation_s_header_is_what_it_was():
+    assert ddp_header(GPU_JOB.as_dict()) == (
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=4\n#SBATCH --gres=gpu:4\n"
+        "#SBATCH --cpus-per-task=12\n#SBATCH --mem=480G\n#SBATCH --time=02:00:00\n"
+        "#SBATCH --signal=B:USR1@300\n"
+    )
+    for job in (GPU_JOB, CPU_JOB):
+        lesson05.check_header(ddp_header(job.as_dict()), job, "the reference")
+
+
+def test_05_3_a_signal_without_b_is_caught():
+    message = _failure(_changed("--signal=B:USR1", "--signal=USR1"))
+    assert "expected --signal=B:USR1@300, got --signal=USR1@300" in message
+    assert "never the batch shell" in message and "trap" in message
+
+
+def test_05_3_wrong_headers_say_what_was_expected():
+    one_cpu = _failure(_changed("--cpus-per-task=12", "--cpus-per-task=1"))
+    assert "expected --cpus-per-task=12 (the bundle" in one_cpu and "got --cpus-per-task=1" in (
+        one_cpu
+    )
+    one_task = _failure(_changed("--ntasks-per-node=4", "--ntasks=2"))
+    assert "one task per rank" in one_task and "got 1 tasks per node" in one_task
+    per_task = _failure(_changed("--mem=480G", "--mem=120G"))
+    assert "--mem=480G (memory per node" in per_task
+    gres_per_task = _failure(_changed("--gres=gpu:4", "--gres=gpu:1"))
+    assert "GPUs per node, not per task" in gres_per_task
+    no_signal = _failure(_changed("#SBATCH --signal=B:USR1@300\n", ""))
+    assert "got no --signal" in no_signal
+    unreadable = _failure(lambda job: ddp_header(job) + "#SBATCH --time=two hours\n")
+    assert "sbatch could not read it" in unreadable
+    no_shebang = _failure(lambda job: ddp_header(job).removeprefix("#!/bin/bash\n"))
+    assert "a first line such as #!/bin/bash" in no_shebang
+
+
+def test_05_3_the_cpu_job_asks_for_no_gpu():
+    def always_gres(job):
+        header = ddp_header(job)
+        return header if "--gres" in header else header + "#SBATCH --gres=gpu:2\n"
+
+    message = _failure(always_gres)
+    assert message.startswith("CPU_JOB: expected no GPU (a CPU job), got 2 GPU(s) per node")
+
+
+def test_05_3_stubs_are_not_attempted():
+    assert run_check("05.3", _stub, train_ddp_stub).verdict == NOT_ATTEMPTED
+    waiting = run_check("05.3", ddp_header, train_ddp_stub)
+    assert waiting.verdict == NOT_ATTEMPTED and "exercise 05.1" in waiting.message
+
+
+def test_05_3_held_out_cases_fail_a_table_of_the_visible_headers():
+    visible = {job: ddp_header(job.as_dict()) for job in (GPU_JOB, CPU_JOB)}
+
+    def table(job):  # right on both visible jobs, and only there
+        return visible.get(DdpJob(**job), visible[GPU_JOB])
+
+    for job in (GPU_JOB, CPU_JOB):  # what is visible passes
+        lesson05.check_header(table(job.as_dict()), job, "visible")
+    assert held_out_cases("05.3") == 3
+    for seed in range(3):
+        assert run_held_out("05.3", seed, ddp_header, train_ddp_stub).passed == 3
+    caught = [run_held_out("05.3", seed, table, train_ddp_stub) for seed in range(3)]
     assert all(r.passed < r.cases for r in caught), caught
-    assert "rank_plan(ranks_per_node=" in caught[0].failures[0]
+    assert caught[0].failures[0].startswith("ddp_header({")
+
+
+def test_05_3_the_job_is_ddp_srun_sh_with_the_learner_s_header():
+    body = lesson05_harness.srun_body()
+    assert "#SBATCH" not in body and body.startswith("# the commands of slurm/ddp_srun.sh\nset -e")
+    assert "srun --kill-on-bad-exit=1" in body
+
+
+def test_05_3_sacct_s_record_is_read(fake_commands, monkeypatch):
+    monkeypatch.setattr(lesson05.time, "sleep", lambda s: None)
+    rows = (
+        "41|ddp-05-3-ab|COMPLETED|0:0|00:00:43|4||0|00:00:10|cpu=4,mem=8G,node=2|2|\n"
+        "41.batch|batch|COMPLETED|0:0|00:00:43|2||0|00:00:01|cpu=2,mem=4G,node=1|1|1\n"
+        "41.0|python|COMPLETED|0:0|00:00:42|4||0|00:00:09|cpu=4,mem=8G,node=2|2|{tasks}\n"
+    )
+    fake_commands({"sacct": rows.format(tasks=4)})
+    lesson05.scheduler_says("41", "ddp-05-3-ab", CPU_JOB)
+    with pytest.raises(CheckFailed, match="named ddp-05-3-cd"):
+        lesson05.scheduler_says("41", "ddp-05-3-cd", CPU_JOB)  # another job's record
+    fake_commands({"sacct": rows.format(tasks=2)})
+    with pytest.raises(CheckFailed, match="a step of 4 tasks on 2 nodes"):
+        lesson05.scheduler_says("41", "ddp-05-3-ab", CPU_JOB)
+    fake_commands({"sacct": rows.replace("COMPLETED", "FAILED", 1).format(tasks=4)})
+    with pytest.raises(CheckFailed, match="COMPLETED in sacct, got FAILED"):
+        lesson05.scheduler_says("41", "ddp-05-3-ab", CPU_JOB)
+    fake_commands({"sacct": ""})
+    with pytest.raises(CheckFailed, match="sacct's record of job 41"):
+        lesson05.scheduler_says("41", "ddp-05-3-ab", CPU_JOB)
+
+
+# ---- the lesson's prose, against the code it describes ----------------------------------------
+
+
+def test_the_lesson_says_what_its_code_does():
+    import nbformat
+
+    from course_utils import ranks
+    from course_utils.paths import REPO_ROOT
+
+    lesson = nbformat.read(REPO_ROOT / "solutions" / "05_distributed_data_parallel.ipynb", 4)
+    prose = " ".join(c.source.replace("\n# ", " ").replace("\n", " ") for c in lesson.cells)
+    # the port rule, and the collision it admits
+    assert f"{ranks.JOB_PORT_BASE} + id mod {ranks.JOB_PORT_SPAN}" in prose
+    assert ranks.port_for_job(4242) == ranks.port_for_job(4242 + ranks.JOB_PORT_SPAN)
+    # "an all-reduce of 62k parameters per step"
+    parameters = sum(p.numel() for p in models.Net().parameters())
+    assert f"{round(parameters / 1000)}k parameters" in prose
+    # the exercise's text names the jobs it is checked on
+    assert "`GPU_JOB`" in prose and "`CPU_JOB`" in prose

@@ -1,0 +1,110 @@
+"""Lesson 05's jobs: what a multi-node DDP job asks for, and where the lesson's ranks run here.
+
+Taught in lesson 05. Two facts, each defined once:
+- `GPU_JOB` and `CPU_JOB`, the two jobs of exercise 05.3: the documentation's GPU cluster (2
+  nodes of 4 GPUs, a GPU sold in a bundle of cores and memory), and the same job made small
+  enough for the course's CI Slurm cluster and for a laptop's emulated nodes (2 nodes x 2 ranks
+  on CPUs). The learner's header is written for both; the second is the one submitted.
+- `route`: the device of the lesson's demonstration ranks on this node, a pure function of
+  what the node answers (how many GPUs this process sees, their compute modes, whether other
+  processes hold them). Under exclusive-process compute mode a GPU takes one process at a time:
+  two ranks on cuda:0 fail with "CUDA-capable device(s) is/are busy or unavailable", so ranks
+  that would share a GPU (or find it held by an earlier lesson's kernel) run on the CPU (gloo).
+  `this_node` asks the hardware (`nvidia.gpus`, `nvidia.compute_processes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from course_utils import nvidia
+
+
+@dataclass(frozen=True)
+class DdpJob:
+    """A data-parallel job of one task per rank (srun starts the ranks)."""
+
+    nodes: int
+    ranks_per_node: int
+    gpus_per_rank: int  # 0: a CPU job
+    cpus_per_rank: int  # on a GPU node, the cores sold with each GPU
+    mem_gb_per_rank: int  # on a GPU node, the memory sold with each GPU
+    minutes: int  # the time limit
+    warning_s: int  # USR1 to the batch shell this long before the limit (lesson 06's trap)
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+# The documentation's GPU cluster: nodes of 4 GPUs, each GPU sold with 12 cores and 120 GB.
+GPU_JOB = DdpJob(
+    nodes=2,
+    ranks_per_node=4,
+    gpus_per_rank=1,
+    cpus_per_rank=12,
+    mem_gb_per_rank=120,
+    minutes=120,
+    warning_s=300,
+)
+# The same job as the course's CI cluster (2 nodes on one 2-core machine) or a laptop runs it.
+CPU_JOB = DdpJob(
+    nodes=2,
+    ranks_per_node=2,
+    gpus_per_rank=0,
+    cpus_per_rank=1,
+    mem_gb_per_rank=2,
+    minutes=10,
+    warning_s=60,
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    device: str | None  # COURSE_DEVICE for the ranks ("cpu"), None: device.plan_device decides
+    why: str
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """What to add to the ranks' environment."""
+        return {"COURSE_DEVICE": self.device} if self.device else {}
+
+
+def route(ranks: int, gpus: int, modes: Sequence[str] = (), held_by_others: int = 0) -> Route:
+    """Where `ranks` ranks of one node run, given the `gpus` this process sees, the compute
+    modes nvidia-smi reports for the node's GPUs, and how many GPUs other processes hold."""
+    if ranks < 1 or gpus < 0 or held_by_others < 0:
+        raise ValueError(f"ranks={ranks} must be >= 1, gpus={gpus} and held={held_by_others} >= 0")
+    if gpus == 0:
+        return Route("cpu", "no GPU here: the ranks run on the CPU (gloo)")
+    exclusive = any(nvidia.is_exclusive(m) for m in modes)
+    if exclusive and held_by_others:
+        return Route(
+            "cpu",
+            "the GPU is in exclusive-process mode and another process holds it (a kernel of an "
+            "earlier lesson? shut it down): the ranks run on the CPU (gloo)",
+        )
+    if ranks <= gpus:
+        return Route(None, f"one GPU per rank ({ranks} of {gpus}): nccl")
+    if exclusive:
+        return Route(
+            "cpu",
+            f"{ranks} ranks would share {gpus} GPU(s), and exclusive-process mode lets one "
+            "process at a time use a GPU (the second fails: CUDA-capable device(s) is/are busy "
+            "or unavailable): the ranks run on the CPU (gloo)",
+        )
+    return Route(None, f"{ranks} ranks share {gpus} GPU(s): gloo (NCCL refuses a shared GPU)")
+
+
+def this_node(ranks: int) -> Route:
+    """`route` for this node, from what its GPUs and nvidia-smi answer."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not gpus:
+        return route(ranks, 0)
+    modes = [g.compute_mode for g in nvidia.gpus()]
+    held = {p.gpu_uuid for p in nvidia.compute_processes() if p.pid != os.getpid()}
+    return route(ranks, gpus, modes, len(held))
