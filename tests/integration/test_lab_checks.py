@@ -1,7 +1,7 @@
-"""Lesson 10's checkers that run things, for real: 10.1 starts one process per rank (the ranks of
-a node at the same moment) and 10.2 runs the learner's script with the local launcher (as in
-`course grade`'s sandbox; tests/integration/test_lab_slurm.py submits it to Slurm). Each on the
-solution notebook's answer and on known-wrong ones."""
+"""Lesson 10's checks on real runs, on the local route (as in `course grade`'s sandbox;
+tests/integration/test_lab_slurm.py submits to Slurm): the staging step and the study run with
+the solution's function and script, then each check reads them; known-wrong staging functions
+run their own staging step and fail; a script whose runs fail is reported with its lines."""
 
 import re
 import textwrap
@@ -11,6 +11,10 @@ from lab_answers import load
 
 from course_utils import batch
 from course_utils.grading import run_check
+from course_utils.grading.checks import lesson10_cases
+from course_utils.lab import cluster, run_records, small_files
+
+LOCAL = batch.Launcher("local", "the test asks for it")
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +22,38 @@ def answers(tmp_path_factory):
     return load(tmp_path_factory.mktemp("answers"))
 
 
-def test_10_1_the_solution_stages_once_per_node(answers):
-    result = run_check("10.1", answers.stage_dataset)
-    assert result.passed, result.message
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, answers):
+    """runs/10 after the lesson's steps, run with the solution's function and script."""
+    folder = tmp_path_factory.mktemp("runs10")
+    small_files.write_dataset(folder / "data")
+    staged = cluster.stage_and_measure(
+        LOCAL, folder / "data", folder / "staging", answers.stage_dataset
+    )
+    assert staged.ok, staged.tail(20)
+    study = cluster.study(LOCAL, answers.scaling_script, folder / "data", folder / "records")
+    assert all(r.ok for r in study.runs), study.summary()
+    return folder
+
+
+def test_every_check_passes_on_the_solutions_own_runs(answers, runs):
+    for exercise, answer in [
+        ("10.1", answers.stage_dataset),
+        ("10.2", answers.scaling_script),
+        ("10.3", answers.diagnose_transport),
+        ("10.4", answers.decide),
+    ]:
+        result = run_check(exercise, answer, runs)
+        assert result.passed, (exercise, result.message)
+
+
+def test_the_judges_own_training_is_the_1_rank_runs(runs):
+    """The losses 10.2 trains itself are those lab_train logged for the same run."""
+    for record in run_records.load(runs / "records"):
+        if record["configuration"]["ranks"] == 1:
+            config = record["configuration"]
+            mine = lesson10_cases.first_losses(config["lr"], config["batch_per_rank"], 5)
+            assert record["losses"][:5] == pytest.approx(mine, abs=1e-5), record["name"]
 
 
 def _variant(tmp_path, name: str, body: str):
@@ -32,95 +65,80 @@ def _variant(tmp_path, name: str, body: str):
     return namespace["stage_dataset"]
 
 
-def test_10_1_without_a_lock_both_ranks_of_a_node_unpack(tmp_path):
-    no_lock = _variant(
-        tmp_path,
-        "no_lock",
-        """
-        def stage_dataset(archive, environ):
-            base = environ.get("SLURM_TMPDIR") or environ.get("TMPDIR") or "/tmp"
-            folder = Path(base) / f"lab-{environ['SLURM_JOB_ID']}" / environ["SLURMD_NODENAME"]
+def _staged_with(fn, tmp_path, runs):
+    folder = tmp_path / "runs10"
+    folder.mkdir()
+    (folder / "data").symlink_to(runs / "data")
+    cluster.stage_and_measure(LOCAL, folder / "data", folder / "staging", fn)
+    return folder
+
+
+NO_LOCK = """
+    def stage_dataset(archive, environ):
+        base = environ.get("SLURM_TMPDIR") or environ.get("TMPDIR") or "/tmp"
+        folder = Path(base) / f"lab-{environ['SLURM_JOB_ID']}" / environ["SLURMD_NODENAME"]
+        if not (folder / ".done").exists():
+            with tarfile.open(archive) as tar:
+                tar.extractall(folder, filter="data")
+            (folder / ".done").touch()
+        return folder
+"""
+LOCKED = """
+    import fcntl
+
+    def stage_dataset(archive, environ):
+        base = {base}
+        folder = Path(base) / {folder} / environ["SLURMD_NODENAME"]
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with open(folder.parent / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             if not (folder / ".done").exists():
                 with tarfile.open(archive) as tar:
                     tar.extractall(folder, filter="data")
                 (folder / ".done").touch()
-            return folder
-    """,
-    )
-    result = run_check("10.1", no_lock)
-    assert result.verdict == "failed"
-    assert re.search(r"expected one rank of cn\d reading the archive, got 2", result.message)
-    assert "(a lock)" in result.message
+        return folder
+"""
+JOB = "f\"lab-{environ['SLURM_JOB_ID']}\""
+RIGHT_BASE = 'environ.get("SLURM_TMPDIR") or environ.get("TMPDIR") or "/tmp"'
 
 
-def test_10_1_tmpdir_before_slurm_tmpdir_is_wrong(tmp_path):
-    wrong_order = _variant(
-        tmp_path,
-        "wrong_order",
-        """
-        import fcntl
-
-        def stage_dataset(archive, environ):
-            base = environ.get("TMPDIR") or environ.get("SLURM_TMPDIR") or "/tmp"
-            folder = Path(base) / f"lab-{environ['SLURM_JOB_ID']}" / environ["SLURMD_NODENAME"]
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            with open(folder.parent / "lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not (folder / ".done").exists():
-                    with tarfile.open(archive) as tar:
-                        tar.extractall(folder, filter="data")
-                    (folder / ".done").touch()
-            return folder
-    """,
-    )
-    result = run_check("10.1", wrong_order)
-    assert result.message.startswith(
-        "2 nodes x 2 ranks, SLURM_TMPDIR set, rank 0 on cn1: expected a folder under "
-    ), result.message
-    assert "localscratch" in result.message
-
-
-def test_10_1_a_folder_shared_by_every_job_reuses_an_old_copy(tmp_path):
-    no_job = _variant(
-        tmp_path,
-        "no_job",
-        """
-        import fcntl
-
-        def stage_dataset(archive, environ):
-            base = environ.get("SLURM_TMPDIR") or environ.get("TMPDIR") or "/tmp"
-            folder = Path(base) / "lab" / environ["SLURMD_NODENAME"]
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            with open(folder.parent / "lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not (folder / ".done").exists():
-                    with tarfile.open(archive) as tar:
-                        tar.extractall(folder, filter="data")
-                    (folder / ".done").touch()
-            return folder
-    """,
-    )
-    result = run_check("10.1", no_job)
-    assert result.message.startswith(
-        "the same node and TMPDIR, the next job: expected one rank of cn1 reading the archive, "
-        "got 0"
-    ), result.message
+@pytest.mark.parametrize(
+    "name, body, message",
+    [
+        (
+            "no_lock",
+            NO_LOCK,
+            r"one rank (per node|of cn\d) reading the archive, got .*",
+        ),
+        (
+            "tmpdir_first",
+            LOCKED.format(
+                base='environ.get("TMPDIR") or environ.get("SLURM_TMPDIR") or "/tmp"', folder=JOB
+            ),
+            r"^2 nodes x 2 ranks, SLURM_TMPDIR set, rank 0 on cn1: expected a folder under "
+            r".*localscratch",
+        ),
+        (
+            "one_folder_for_every_job",
+            LOCKED.format(base=RIGHT_BASE, folder='"lab"'),
+            r"^the same node and TMPDIR, the next job: expected one rank of cn1 reading the "
+            r"archive, got 0",
+        ),
+    ],
+)
+def test_10_1_wrong_staging_functions_fail(tmp_path, runs, name, body, message):
+    fn = _variant(tmp_path, name, body)
+    result = run_check("10.1", fn, _staged_with(fn, tmp_path, runs))
+    assert result.verdict == "failed" and re.search(message, result.message), result.message
 
 
-def test_10_2_the_solution_script_runs_locally(answers, tmp_path, monkeypatch):
-    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
-    result = run_check("10.2", answers.scaling_script, tmp_path)
-    assert result.passed, result.message
-    assert result.message.endswith("[via local ranks: no Slurm here]")
-
-
-def test_10_2_a_script_whose_program_fails_is_reported_with_its_lines(
-    answers, tmp_path, monkeypatch
-):
-    monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
+def test_10_2_a_script_whose_runs_fail_is_reported_with_its_lines(answers, tmp_path):
     broken = answers.scaling_script().replace('lab_train "$@"', 'lab_train --batch-size 0 "$@"')
-    result = run_check("10.2", lambda: broken, tmp_path)
-    # job_config refuses the option before training starts: a usage error, exit code 2
-    said = "your script at 1 node x 1 task ended with exit code 2 [via local ranks: no Slurm"
-    assert result.message.startswith(said), result.message
+    folder = tmp_path / "runs10"
+    small_files.write_dataset(folder / "data")
+    study = cluster.study(LOCAL, lambda: broken, folder / "data", folder / "records", lrs=[0.1])
+    assert not any(r.ok for r in study.runs)
+    result = run_check("10.2", lambda: broken, folder)
+    # job_config refuses the option before training starts: a usage error, in every run's log
+    assert result.message.startswith("your script's runs wrote no record; the last lines of run")
     assert "--batch-size 0: must be at least 1" in result.message

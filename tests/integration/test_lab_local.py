@@ -46,13 +46,29 @@ def test_the_sweep_runs_its_tasks_throttled(data, tmp_path):
     assert {r["name"] for r in records} == {"lr-0.05", "lr-0.1"}
 
 
-def test_the_staging_step_times_four_reads(data, tmp_path):
+def test_the_staging_step_runs_on_two_emulated_nodes_and_times_four_reads(data, tmp_path):
     run = cluster.stage_and_measure(LOCAL, data, tmp_path)
     assert run.ok, run.tail(20)
-    (result,) = staging.load_results(tmp_path)
-    assert result["copied"] and result["files"] == 128
-    assert sorted(result["readings"]) == sorted(
+    results = staging.load_results(tmp_path)
+    assert staging.copies_per_node(results) == {"node0": 1, "node1": 1}
+    assert {r["digest"] for r in results} == {small_files.content_digest(images=128)}
+    readers = [r for r in results if "readings" in r]  # the first rank of each node
+    assert sorted(r["node"] for r in readers) == ["node0", "node1"]
+    assert sorted(readers[0]["readings"]) == sorted(
         ["shared files", "shared archive", "local files", "local archive"]
     )
-    assert result["readings"]["shared files"]["files"] == 128
+    assert readers[0]["readings"]["shared files"]["files"] == 128
     assert not json.loads((tmp_path / "rank0.json").read_text())["path"].endswith(".partial")
+    # the last rank of each node removed the node's copy (local jobs are named after this pid)
+    base = staging.local_base(os.environ).path
+    assert not list(base.glob(f"course-lab-local-{os.getpid()}-*"))
+
+
+def test_a_stub_stages_nothing(data, tmp_path):
+    def stage_dataset(archive, environ):
+        raise NotImplementedError("Exercise 10.1")
+
+    assert cluster.stage_and_measure(LOCAL, data, tmp_path, stage_dataset) is None
+    assert not list(tmp_path.glob("rank*.json"))
+    none = cluster.study(LOCAL, lambda: stage_dataset(None, None), data, tmp_path / "records")
+    assert (none.runs, none.note) == ((), "scaling_script is not written yet: nothing ran")

@@ -1,10 +1,12 @@
 """Lesson 10's jobs on the CI Slurm cluster (`.ci/slurm-cluster.sh start`), end to end, through
-the same functions the notebook calls: the staging step on 2 nodes x 2 tasks (one copy per
-node), the scaling job at 2 nodes x 2 tasks with gloo on the CPU, the sweep as a throttled
-array, and exercise 10.2's check submitting the solution's script. Every record is validated.
+the same functions the notebook calls: the staging step with the solution's function on 2 nodes
+x 2 tasks (one copy per node); the solution's scaling script at 2 nodes x 2 tasks as a GPU job,
+on the cluster's 4 GPUs per node (GRES, no driver: the tasks train on the CPU), so that Slurm's
+own per-task binding answers the lab's GPU decision; the sweep as a CPU job (no GPU asked
+for) in a throttled array; sacct's record of each.
 
-The jobs are submitted together when the first test needs them; each test reads its own.
-They run with COURSE_DEVICE=cpu and one CPU per task: the cluster's nodes share 2 cores.
+The jobs are submitted together when the first test needs them (the CPU sweep just after, with
+COURSE_DEVICE=cpu); each test reads its own. One CPU per task: the cluster's nodes share 2 cores.
 """
 
 import concurrent.futures
@@ -12,89 +14,96 @@ import concurrent.futures
 import pytest
 from lab_answers import load
 
-from course_utils import batch
-from course_utils.grading import run_check
-from course_utils.lab import cluster, run_records, small_files, staging, transport
+from course_utils import accounting, batch
+from course_utils.grading.checks import lesson10
+from course_utils.lab import cluster, gpus, run_records, small_files, staging, transport
 
 SLURM = batch.Launcher("slurm", "the test asks for it")
+pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lab-slurm")
-    data = folder / "data"
+    answers = load(folder)
+    data, records = folder / "data", folder / "records"
     small_files.write_dataset(data, images=128)
-    steps = {
-        "staging": lambda: cluster.stage_and_measure(SLURM, data, folder / "staging"),
-        "scaling": lambda: cluster.scaling(
-            SLURM,
-            data,
-            folder / "records",
-            steps=2,
-            cpus_per_task=1,
-            shapes=[batch.Shape(1, 1), batch.Shape(2, 2)],
-        ),
-        "sweep": lambda: cluster.sweep(
-            SLURM, data, folder / "records", [0.02, 0.1, 0.3], throttle=2, steps=2, cpus_per_task=1
-        ),
-    }
+    script = folder / "lab_scaling_yours.sh"
+    script.write_text(answers.scaling_script())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COURSE_DEVICE", "cpu")  # sbatch exports it into the jobs
-        with concurrent.futures.ThreadPoolExecutor(len(steps)) as pool:
-            futures = {name: pool.submit(step) for name, step in steps.items()}
-            done = {name: f.result() for name, f in futures.items()}
-    return folder, done
+        patch.delenv("COURSE_DEVICE", raising=False)  # the GPU request of the script's header
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            staged = pool.submit(
+                cluster.stage_and_measure, SLURM, data, folder / "staging", answers.stage_dataset
+            )
+            scaled = pool.submit(
+                cluster.scaling,
+                SLURM,
+                data,
+                records,
+                shapes=[batch.Shape(2, 2)],
+                steps=2,
+                cpus_per_task=1,
+                script=script,
+            )
+            done = {"staging": staged.result(), "scaling": scaled.result()}
+        patch.setenv("COURSE_DEVICE", "cpu")  # the CPU variant: sbatch --gpus-per-task=0
+        done["sweep"] = cluster.sweep(
+            SLURM, data, records, [0.02, 0.1], throttle=2, steps=2, cpus_per_task=1, script=script
+        )
+    return folder, done, script.read_text()
 
 
-@pytest.mark.slurm
-def test_staging_makes_one_copy_per_node(jobs):
-    folder, done = jobs
+def test_the_learners_staging_function_makes_one_copy_per_node(jobs):
+    folder, done, _ = jobs
     assert done["staging"].ok, done["staging"].tail(30)
     results = staging.load_results(folder / "staging")
     assert [r["node"] for r in results] == ["cn1", "cn1", "cn2", "cn2"]
     assert staging.copies_per_node(results) == {"cn1": 1, "cn2": 1}
-    assert {r["base_from"] for r in results} <= {"SLURM_TMPDIR", "TMPDIR", "/tmp"}
-    readers = [r for r in results if "readings" in r]
-    assert sorted(r["node"] for r in readers) == ["cn1", "cn2"]  # each node's first rank
+    assert {r["digest"] for r in results} == {small_files.content_digest(images=128)}
+    assert len({r["answer"] for r in results}) == 1  # every task ran the one function
+    assert sorted(r["node"] for r in results if "readings" in r) == ["cn1", "cn2"]
 
 
-@pytest.mark.slurm
-def test_scaling_two_nodes_of_two_tasks_with_gloo(jobs):
-    folder, done = jobs
-    assert all(r.ok for r in done["scaling"]), "\n".join(r.tail(30) for r in done["scaling"])
-    records = {r["name"]: r for r in run_records.load(folder / "records", "scaling")}
-    assert sorted(records) == ["1x1", "2x2"]
-    two = records["2x2"]
-    assert (two["node_names"], two["backend"], two["configuration"]["ranks"]) == (
-        ["cn1", "cn2"],
-        "gloo",
-        4,
-    )
-    assert two["staging"]["copies"] == {"cn1": 1, "cn2": 1}
-    assert two["label"]["launcher"] == "slurm" and two["label"]["job"].isdigit()
-    assert two["label"]["script"] == cluster.digest(cluster.SCRIPTS["scaling"].read_text())
-    assert two["configuration"]["cpus_per_task"] == 1
+def test_a_gpu_job_binds_one_gpu_per_task_and_the_lab_decides_nccl(jobs):
+    """The script asks --gpus-per-task=1 and srun no binding of its own: Slurm binds each task
+    to one GPU (CUDA_VISIBLE_DEVICES, one per task, different on a node). The cluster's GPUs
+    have no driver, so the ranks train on the CPU; the lab's decision on the views Slurm gave,
+    with a UUID standing for each GPU, is a GPU of its own per rank, cuda:0, and nccl."""
+    folder, done, text = jobs
+    (run,) = done["scaling"]
+    assert run.ok, run.tail(30)
+    record = next(r for r in run_records.load(folder / "records", "scaling"))
+    assert (record["node_names"], record["backend"]) == (["cn1", "cn2"], "gloo")
+    seen = {(d["node"], d["local_rank"]): d["visible"] for d in record["devices"]}
+    for node in ("cn1", "cn2"):
+        mine = [seen[(node, 0)], seen[(node, 1)]]
+        assert all(v and "," not in v for v in mine) and mine[0] != mine[1], seen
+    views = [
+        gpus.View(d["node"], d["local_rank"], (f"GPU-{d['node']}-{d['visible']}",), d["visible"])
+        for d in record["devices"]
+    ]
+    plans = [gpus.plan(views, rank) for rank in range(4)]
+    assert {(p.device, p.backend) for p in plans} == {("cuda:0", "nccl")}
+    (job,) = [s for s in accounting.job_steps(record["label"]["job"]) if not s.is_step]
+    assert job.alloc_tres.get("gres/gpu") == "4" and job.name == cluster.job_name("2x2", text)
+    assert lesson10._scheduler_says(record, "2x2", text, "2x2") == "sacct"
     log = (folder / "records" / "logs" / "2x2.log").read_text()
     assert len(transport.links(log)) == 12 and transport.diagnose(log) == "socket"
     assert "from slurm" in log  # ranks from SLURM_PROCID & co, started by srun
 
 
-@pytest.mark.slurm
-def test_the_sweep_is_one_throttled_array(jobs):
-    folder, done = jobs
+def test_a_cpu_sweep_asks_for_no_gpu_and_is_one_throttled_array(jobs):
+    folder, done, _ = jobs
     (array,) = done["sweep"]
     assert array.ok, array.tail(30)
     records = run_records.load(folder / "records", "sweep")
-    assert sorted(r["configuration"]["lr"] for r in records) == [0.02, 0.1, 0.3]
+    assert sorted(r["configuration"]["lr"] for r in records) == [0.02, 0.1]
     job_ids = {r["label"]["job"].split("_")[0] for r in records}
-    tasks = sorted(r["label"]["job"].split("_")[1] for r in records)
-    assert len(job_ids) == 1 and tasks == ["0", "1", "2"]  # one array, three tasks
-
-
-@pytest.mark.slurm
-def test_check_10_2_submits_the_solutions_script(tmp_path, monkeypatch):
-    monkeypatch.setenv("COURSE_DEVICE", "cpu")
-    monkeypatch.delenv(batch.LAUNCHER_VARIABLE, raising=False)
-    answers = load(tmp_path)
-    result = run_check("10.2", answers.scaling_script, tmp_path)
-    assert result.passed and result.message.endswith("[via slurm]"), result.message
+    assert len(job_ids) == 1  # one array, two tasks
+    for r in records:
+        steps = [s for s in accounting.job_steps(r["label"]["job"]) if not s.is_step]
+        assert steps and "gres/gpu" not in steps[0].alloc_tres, steps
+        assert [d["visible"] for d in r["devices"]] in ([""], [None])
+        efficiency = accounting.efficiency(accounting.job_steps(r["label"]["job"]))
+        assert efficiency.state == "COMPLETED" and efficiency.cpu is not None

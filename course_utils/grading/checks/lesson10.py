@@ -21,15 +21,11 @@ sanitize file's "lab launchers" rule makes the two compare equal.
 from __future__ import annotations
 
 import functools
-import io
 import math
 import shutil
 import uuid
 
-import numpy as np
-import torch
-
-from course_utils import accounting, how_many, models, reference
+from course_utils import accounting, how_many, reference
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
@@ -40,7 +36,12 @@ from course_utils.grading import (
     run_probe,
 )
 from course_utils.grading.checks import lesson10_harness as harness
-from course_utils.grading.checks.lesson10_cases import decide_cases, judge_ranks, synthetic_log
+from course_utils.grading.checks.lesson10_cases import (
+    decide_cases,
+    first_losses,
+    judge_ranks,
+    synthetic_log,
+)
 from course_utils.lab import (
     cluster,
     run_records,
@@ -55,7 +56,13 @@ from course_utils.lab.nccl_excerpts import EXCERPTS
 
 FIRST_LOSSES = 5  # the 1-rank runs' first losses the judge trains itself
 LAUNCHERS = {"slurm": "[via slurm]", "local": "[via local ranks: no Slurm here]"}
+SHAPES = {shape.name: shape for shape in cluster.SHAPES}
 STUDY = "run the study first: the last lines of exercise 10.2's cell run your script"
+# a run forged in the kernel: the lab's program called in it, or its record writer
+FORGED = (
+    r"jobs\s+import\s+lab_train|jobs\.lab_train\s+import|lab_train\.main",
+    r"run_records\.save",
+)
 
 
 def _folder_given(folder) -> None:
@@ -121,7 +128,7 @@ def _judge(reports: list[dict], base: str, title: str, digest: str) -> None:
     "10.1",
     "stage the data set once per node, in the job",
     allows=("opens or removes files",),
-    reference=(r"staging\.stage\(", r"\bstaging\.unpack\("),
+    reference=(r"staging\.stage\(", r"\bstaging\.unpack\(", *FORGED),
 )
 def check_stage_dataset(stage_dataset, folder=None, seed: int = 0):
     given = [] if folder is None else [folder]
@@ -153,48 +160,10 @@ def held_out_staging(rng, stage_dataset, folder=None):
 # ---- 10.2 the scaling job's batch script, driving the study ---------------------------------
 
 
-@functools.cache
-def _images() -> tuple[torch.Tensor, torch.Tensor]:
-    """The lab's data set as lab_train reads it (small_files.FolderImages), in file order."""
-    files = sorted(small_files.image_files().items())
-    pictures = np.stack([np.load(io.BytesIO(data)) for _, data in files])
-    labels = [int(name.split("_")[1].split(".")[0]) for name, _ in files]
-    return (torch.from_numpy(pictures).float() / 255 - 0.5) / 0.25, torch.tensor(labels)
-
-
-@functools.cache
-def _first_losses(lr: float, batch: int, count: int) -> tuple[float, ...]:
-    """The first `count` losses of a 1-rank run of lab_train at `lr`, trained here: seed 0, a
-    DistributedSampler of one rank (seed 0, epoch 0), SGD with momentum 0.9 written out (as
-    torch.optim.SGD computes it: buf = 0.9 buf + grad; p -= lr buf), on one thread."""
-    images, labels = _images()
-    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # in a busy kernel, one thread is faster and as exact
-    try:
-        torch.manual_seed(0)
-        model = models.Net()
-        momentum = [torch.zeros_like(p) for p in model.parameters()]
-        losses = []
-        for step in range(count):
-            index = order[step * batch : (step + 1) * batch]
-            model.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(images[index]), labels[index])
-            loss.backward()
-            with torch.no_grad():
-                for p, buf in zip(model.parameters(), momentum):
-                    buf.mul_(0.9).add_(p.grad) if step else buf.copy_(p.grad)
-                    p.sub_(lr * buf)
-            losses.append(loss.item())
-    finally:
-        torch.set_num_threads(threads)
-    return tuple(losses)
-
-
 def _reproduced(record: dict, what: str) -> None:
     config, losses = record["configuration"], record.get("losses")
     expect(type(losses) is list and len(losses) >= FIRST_LOSSES, "the run's losses", losses, what)
-    mine = _first_losses(float(config["lr"]), int(config["batch_per_rank"]), FIRST_LOSSES)
+    mine = first_losses(float(config["lr"]), int(config["batch_per_rank"]), FIRST_LOSSES)
     # on the CPU the same steps agree to ~1e-6 whatever the threads; a GPU's convolutions
     # (cuDNN, TF32 by default) differ more
     tol = 5e-3 if config["device"] == "cuda" else 1e-4
@@ -233,10 +202,9 @@ def _judge_study(records: list[dict], text: str, logs: dict) -> tuple[list[dict]
         problems = run_records.validate(r)
         expect(not problems, "a valid record", "; ".join(problems), f"record {r.get('name')}")
     scaling_runs = {r["name"]: r for r in mine if r["study"] == "scaling"}
-    shapes = {s.name: s for s in cluster.SHAPES}
-    expect(sorted(scaling_runs) == sorted(shapes), f"runs {sorted(shapes)}", sorted(scaling_runs))
+    expect(sorted(scaling_runs) == sorted(SHAPES), f"runs {sorted(SHAPES)}", sorted(scaling_runs))
     for name, r in scaling_runs.items():
-        c, shape = r["configuration"], shapes[name]
+        c, shape = r["configuration"], SHAPES[name]
         got = (c["nodes"], c["ranks"], c["steps"], c["batch_per_rank"])
         want = (shape.nodes, shape.ranks, cluster.STEPS, 32)
         expect(got == want, f"(nodes, ranks, steps, batch) {want}", got, f"run {name}")
@@ -260,7 +228,7 @@ def _judge_study(records: list[dict], text: str, logs: dict) -> tuple[list[dict]
 @exercise(
     "10.2",
     "the scaling job's batch script, driving your study",
-    reference=(r"lab_scaling\.sh", r"SCRIPTS\[", r"jobs\.lab_train\s+import", r"lab_train\.main"),
+    reference=(r"lab_scaling\.sh", r"SCRIPTS\[", *FORGED),
 )
 def check_scaling_script(scaling_script, folder=None):
     text = call_answer(scaling_script)
@@ -280,8 +248,26 @@ def check_scaling_script(scaling_script, folder=None):
 # ---- 10.3 the transport --------------------------------------------------------------------
 
 
-def _own_log(folder) -> str:
+def _own_study(folder) -> tuple[list, list]:
     _folder_given(folder)
+    records = run_probe(harness.study_records, folder)["records"]
+    own = [r for r in records if r.get("study") == "scaling"]
+    sweep = [r for r in records if r.get("study") == "sweep"]
+    if sum(r.get("configuration", {}).get("ranks") == 1 for r in own) != 1 or not sweep:
+        raise NotAttempted(STUDY + ": this check reads your study's records (runs/10/records)")
+    for r in own + sweep:
+        problems = run_records.validate(r)
+        expect(not problems, "a valid record", "; ".join(problems), f"your record {r.get('name')}")
+        c, shape = r["configuration"], SHAPES.get(r["name"])
+        if shape and r["study"] == "scaling":  # a run of the shape its name says
+            expect((c["nodes"], c["ranks"]) == (shape.nodes, shape.ranks), shape, c, r["name"])
+        if c["ranks"] == 1:  # a run's, not typed in: the judge trains it too
+            _reproduced(r, f"your run {r['name']}")
+    return own, sweep
+
+
+def _own_log(folder) -> str:
+    _own_study(folder)  # the log of a study that ran: its 1-rank runs reproduce
     log = run_probe(harness.two_node_log, folder)
     if log is None:
         raise NotAttempted(
@@ -320,7 +306,11 @@ def _named(diagnose_transport, what: str, log: str, want: str) -> None:
     expect(got == want, repr(want), f"{got!r}{hint}", what)
 
 
-@exercise("10.3", "name the transport from your own run's log")
+@exercise(
+    "10.3",
+    "name the transport from your own run's log",
+    reference=(r"transport\.diagnose\(", r"transport\.links\(", *FORGED),
+)
 def check_diagnose_transport(diagnose_transport, folder=None):
     for what, log, want in _transport_cases(_own_log(folder)):
         _named(diagnose_transport, what, log, want)
@@ -352,20 +342,11 @@ def _decided(decide, what: str, records: list, sweep: list, deadline) -> None:
     expect(type(lr) in (int, float) and lr == best, f"lr {best:g} (the lowest last loss)", lr, what)
 
 
-def _own_study(folder) -> tuple[list, list]:
-    _folder_given(folder)
-    records = run_probe(harness.study_records, folder)["records"]
-    own = [r for r in records if r.get("study") == "scaling"]
-    sweep = [r for r in records if r.get("study") == "sweep"]
-    if sum(r.get("configuration", {}).get("ranks") == 1 for r in own) != 1 or not sweep:
-        raise NotAttempted(STUDY + ": this check decides from your own records and sweep")
-    for r in own + sweep:
-        problems = run_records.validate(r)
-        expect(not problems, "a valid record", "; ".join(problems), f"your record {r.get('name')}")
-    return own, sweep
-
-
-@exercise("10.4", "the GPU count and the learning rate, from your own runs")
+@exercise(
+    "10.4",
+    "the GPU count and the learning rate, from your own runs",
+    reference=(r"scaling\.ranks_to_ask\(", r"scaling\.rates\(", r"scaling\.best_lr\(", *FORGED),
+)
 def check_decide(decide, folder=None):
     own, sweep = _own_study(folder)
     for what, records, runs, deadline in decide_cases(own, sweep):

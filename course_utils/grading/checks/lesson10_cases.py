@@ -1,7 +1,8 @@
-"""The cases lesson 10's checks bring beside the learner's own runs, and the rules of 10.1's
-ranks (lesson10.py uses them; they run in the judge).
+"""The cases lesson 10's checks bring beside the learner's own runs, the rules of 10.1's ranks
+and the judge's own training (lesson10.py uses them; they run in the judge).
 
     judge_ranks(reports, base, title)     one case of the staging function's real processes
+    first_losses(lr, batch, count)        a 1-rank run's first losses, trained by the judge (10.2)
     synthetic_log(rng)                    an NCCL or gloo log of links drawn at random (10.3)
     decide_cases(own, sweep, rng=None)    record sets and deadlines for 10.4
 """
@@ -9,12 +10,17 @@ ranks (lesson10.py uses them; they run in the judge).
 from __future__ import annotations
 
 import copy
+import functools
+import io
 import random
 from pathlib import Path
 
-from course_utils import reference
+import numpy as np
+import torch
+
+from course_utils import models, reference
 from course_utils.grading import CheckFailed, expect
-from course_utils.lab import cluster, scaling, transport
+from course_utils.lab import cluster, scaling, small_files, transport
 
 # ---- 10.1 ----------------------------------------------------------------------------------
 
@@ -72,6 +78,47 @@ def judge_ranks(reports: list[dict], base: str, title: str) -> None:
         folders,
         title,
     )
+
+
+# ---- 10.2 ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def dataset() -> tuple[torch.Tensor, torch.Tensor]:
+    """The lab's data set as lab_train reads it (small_files.FolderImages), in file order."""
+    files = sorted(small_files.image_files().items())
+    pictures = np.stack([np.load(io.BytesIO(data)) for _, data in files])
+    labels = [int(name.split("_")[1].split(".")[0]) for name, _ in files]
+    return (torch.from_numpy(pictures).float() / 255 - 0.5) / 0.25, torch.tensor(labels)
+
+
+@functools.cache
+def first_losses(lr: float, batch: int, count: int) -> tuple[float, ...]:
+    """The first `count` losses of a 1-rank run of lab_train at `lr`, trained here: seed 0, a
+    DistributedSampler of one rank (seed 0, epoch 0), SGD with momentum 0.9 written out (as
+    torch.optim.SGD computes it: buf = 0.9 buf + grad; p -= lr buf), on one thread."""
+    images, labels = dataset()
+    order = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # in a busy kernel, one thread is faster and as exact
+    try:
+        torch.manual_seed(0)
+        model = models.Net()
+        momentum = [torch.zeros_like(p) for p in model.parameters()]
+        losses = []
+        for step in range(count):
+            index = order[step * batch : (step + 1) * batch]
+            model.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(images[index]), labels[index])
+            loss.backward()
+            with torch.no_grad():
+                for p, buf in zip(model.parameters(), momentum):
+                    buf.mul_(0.9).add_(p.grad) if step else buf.copy_(p.grad)
+                    p.sub_(lr * buf)
+            losses.append(loss.item())
+    finally:
+        torch.set_num_threads(threads)
+    return tuple(losses)
 
 
 # ---- 10.3 ----------------------------------------------------------------------------------

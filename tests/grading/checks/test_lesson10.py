@@ -27,7 +27,7 @@ def stub(*args):
 
 def losses(lr: float) -> list[float]:
     """What a 1-rank run of lab_train at `lr` logs first: the judge's own training, then more."""
-    return [*lesson10._first_losses(lr, 32, lesson10.FIRST_LOSSES), 2.0, 1.9, 1.8, 1.7]
+    return [*lesson10_cases.first_losses(lr, 32, lesson10.FIRST_LOSSES), 2.0, 1.9, 1.8, 1.7]
 
 
 def study(folder, text=SCRIPT, efficiencies=None, last=(2.2, 0.9, 2.4), launcher="local"):
@@ -346,13 +346,28 @@ def test_10_3_names_the_transport_in_every_log(runs):
     assert run_check("10.3", stub, runs).verdict == NOT_ATTEMPTED
 
 
-def test_10_3_without_the_learners_2_node_log_is_not_attempted(tmp_path):
+def test_10_3_without_the_learners_study_and_its_log_is_not_attempted(tmp_path):
     result = run_check("10.3", diagnose_transport, tmp_path)
-    assert result.verdict == NOT_ATTEMPTED and "your 2-node run's log" in result.message
-    (tmp_path / "records" / "logs").mkdir(parents=True)
-    (tmp_path / "records" / "logs" / "2x2.log").write_text("rank 0 crashed\n")
-    unfinished = run_check("10.3", diagnose_transport, tmp_path)
+    assert result.verdict == NOT_ATTEMPTED and "your study's records" in result.message
+    folder = study(tmp_path)
+    (folder / "records" / "logs" / "2x2.log").unlink()
+    no_log = run_check("10.3", diagnose_transport, folder)
+    assert no_log.verdict == NOT_ATTEMPTED and "your 2-node run's log" in no_log.message
+    (folder / "records" / "logs" / "2x2.log").write_text("rank 0 crashed\n")
+    unfinished = run_check("10.3", diagnose_transport, folder)
     assert unfinished.message.startswith("your own 2-node run's log: expected a finished 2-node")
+
+
+def test_10_3_and_10_4_refuse_records_typed_in(tmp_path):
+    """Records whose 1-rank runs' losses the judge's own training does not give: typed in."""
+    folder = study(tmp_path)
+    path = folder / "records" / "sweep" / "lr-0.1.json"
+    typed = json.loads(path.read_text())
+    typed["losses"] = [2.30, 2.29, 2.28, 2.27, 2.26]
+    path.write_text(json.dumps(typed))
+    for exercise, answer in (("10.3", diagnose_transport), ("10.4", decide)):
+        result = run_check(exercise, answer, folder)
+        assert result.message.startswith("your run lr-0.1: expected first losses"), result.message
 
 
 def test_10_3_a_node_link_named_for_a_multi_node_job_gets_the_hint(runs):
