@@ -1,8 +1,8 @@
-"""Exercises 00.1, 00.4 and 02.3 checked for real: a batch script run as a job here, fresh
-Pythons that import torch, DataLoader workers.
+"""Exercises 00.1 and 00.4 checked for real: a batch script run as a job here, fresh Pythons
+that import torch. (02.3, DataLoader workers: tests/integration/test_checks_lesson02_runs.py.)
 
-Both checks start processes (the imports; the workers fork), hence integration tests. The fast
-lane tests the same verdicts on canned records (tests/grading/checks/test_lesson00.py, 02).
+Both checks start processes (the job; the imports), hence integration tests. The fast lane tests
+the same verdicts on canned records (tests/grading/checks/test_lesson00.py).
 """
 
 import sys
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from course_utils import batch, data, import_cost
+from course_utils import batch, import_cost
 from course_utils.grading import run_check
 
 
@@ -82,23 +82,3 @@ def test_import_cost_timed_in_this_process_fails(tmp_path, monkeypatch):
     done = run_check("00.4", in_this_process)
     assert done.verdict == "failed"
     assert "each import in a fresh process of its own" in done.message
-
-
-def loader_rates(dataset, batch_size):
-    return data.loader_rates(dataset, batch_size)
-
-
-def test_loader_rates_measured_with_workers_pass():
-    done = run_check("02.3", loader_rates)
-    assert done.passed, done.message
-    assert done.message.startswith("0 workers up to the allocated CPUs measured")
-
-
-def test_loader_rates_without_the_workers_they_name_fail():
-    def main_process_only(dataset, batch_size):  # names workers, reads in the main process
-        rates = data.loader_rates(dataset, batch_size, workers=[0])
-        return {**rates, 1: rates[0]}
-
-    done = run_check("02.3", main_process_only)
-    assert done.verdict == "failed"
-    assert "the data set read in full for each of the 2 settings" in done.message
