@@ -218,7 +218,8 @@ def _hostile_notebook(name: str):
     from course_utils.tooling.release import course_meta
 
     solution = nbformat.read(REPO_ROOT / "solutions" / "05_distributed_data_parallel.ipynb", 4)
-    answers = {course_meta(c).get("exercise"): c.source for c in solution.cells}
+    exercises = [c for c in solution.cells if course_meta(c).get("role") == "exercise"]
+    answers = {course_meta(c)["exercise"]: c.source for c in exercises}
     nb = nbformat.read(REPO_ROOT / "notebooks" / "05_distributed_data_parallel.ipynb", 4)
     for cell in nb.cells:
         meta = course_meta(cell)
