@@ -174,12 +174,20 @@ def run_held_out(exercise_id: str, seed: int, *answers, **params) -> HeldOutResu
     return HeldOutResult(exercise_id, found.cases, passed, tuple(f[:300] for f in failures[:3]))
 
 
+LOAD_ERRORS: dict[str, str] = {}  # checker module -> why it did not import
+
+
 def _load_checkers() -> None:
-    """Import every module of course_utils.grading.checks, whose import registers the checkers."""
+    """Import every module of course_utils.grading.checks, whose import registers the checkers.
+    One that fails is kept in LOAD_ERRORS: the other lessons' checks still run."""
     from course_utils.grading import checks
 
     for info in pkgutil.iter_modules(checks.__path__):
-        importlib.import_module(f"{checks.__name__}.{info.name}")
+        name = f"{checks.__name__}.{info.name}"
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # a broken checker module costs its own lesson, not every lesson
+            LOAD_ERRORS[info.name] = f"{type(e).__name__}: {e}"
 
 
 def registry() -> dict[str, Exercise]:
@@ -217,6 +225,9 @@ def run_check(exercise_id: str, *answers, **params) -> Result:
     learner did. `params`: the checker's own keyword arguments (tests use them)."""
     exercises = registry()
     if exercise_id not in exercises:
+        broken = LOAD_ERRORS.get(f"lesson{exercise_id[:2]}")
+        if broken:
+            return Result(exercise_id, FAILED, f"not graded: its checker did not load ({broken})")
         known = ", ".join(exercises) or "none"
         return Result(exercise_id, FAILED, f"unknown exercise id; known ids: {known}")
     try:

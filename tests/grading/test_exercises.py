@@ -91,3 +91,19 @@ def test_every_lesson_has_at_least_three_exercises():
 def test_check_failed_message():
     with pytest.raises(CheckFailed, match="^what: expected 1, got 2$"):
         expect(False, 1, 2, "what")
+
+
+def test_every_checker_module_loads():
+    from course_utils.grading import exercises
+
+    exercises.registry()
+    assert exercises.LOAD_ERRORS == {}
+
+
+def test_a_checker_module_that_does_not_load_costs_only_its_lesson(monkeypatch):
+    from course_utils.grading import exercises
+
+    monkeypatch.setitem(exercises.LOAD_ERRORS, "lesson42", "SyntaxError: invalid syntax")
+    result = exercises.run_check("42.1", lambda: None)
+    assert result.message == "not graded: its checker did not load (SyntaxError: invalid syntax)"
+    assert exercises.run_check("01.4", lambda x: 3 * x**2 + 2).passed
