@@ -95,6 +95,18 @@ def is_exclusive(mode: str) -> bool:
     return mode.strip().lower().replace(" ", "_") in ("exclusive_process", "e._process")
 
 
+def mode_of(gpus: list[Gpu], uuid: str | None) -> str | None:
+    """The compute mode of the GPU whose UUID is `uuid`; where the UUID is unknown,
+    exclusive-process if any GPU of the node is (the safe answer), else the first one's mode;
+    None without GPUs."""
+    for gpu in gpus:
+        if uuid is not None and gpu.uuid == uuid:
+            return gpu.compute_mode
+    modes = [g.compute_mode for g in gpus]
+    exclusive = [m for m in modes if is_exclusive(m)]
+    return exclusive[0] if exclusive else (modes[0] if modes else None)
+
+
 def torch_uuid(properties) -> str | None:
     """A CUDA device's UUID as nvidia-smi writes it (GPU-...), from
     `torch.cuda.get_device_properties(i)`; None where this PyTorch does not report one."""

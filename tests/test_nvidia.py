@@ -44,3 +44,13 @@ def test_pytorchs_uuid_in_nvidia_smis_words():
     plain = types.SimpleNamespace(uuid="1a2b3c4d-0000-1111-2222-333344445555")
     assert nvidia.torch_uuid(plain) == "GPU-1a2b3c4d-0000-1111-2222-333344445555"
     assert nvidia.torch_uuid(types.SimpleNamespace()) is None
+
+
+def test_the_mode_of_a_gpu_by_uuid_else_exclusive_wins():
+    gpus = nvidia.parse_gpus(GPUS)
+    exclusive, default = gpus
+    assert nvidia.mode_of(gpus, default.uuid) == "Default"
+    assert nvidia.mode_of(gpus, exclusive.uuid) == "Exclusive_Process"
+    assert nvidia.mode_of(gpus, None) == "Exclusive_Process"  # unknown: the safe answer
+    assert nvidia.mode_of([default], "GPU-unknown") == "Default"
+    assert nvidia.mode_of([], None) is None

@@ -34,17 +34,6 @@ class Route:
     why: str  # one line that says so, or why not and what to do instead
 
 
-def kernel_gpu_mode(gpus: list[nvidia.Gpu], uuid: str | None) -> str | None:
-    """The compute mode of the kernel's GPU (the one with `uuid`); where the UUID is unknown,
-    exclusive-process if any GPU of the node is (the safe answer), else the first one's mode."""
-    for gpu in gpus:
-        if uuid is not None and gpu.uuid == uuid:
-            return gpu.compute_mode
-    modes = [g.compute_mode for g in gpus]
-    exclusive = [m for m in modes if nvidia.is_exclusive(m)]
-    return exclusive[0] if exclusive else (modes[0] if modes else None)
-
-
 def route(compute_mode: str | None, kernel_has_context: bool) -> Route:
     """Whether a child process of this kernel can create a CUDA context on the kernel's GPU."""
     mode = compute_mode or "unknown (no nvidia-smi)"
@@ -69,7 +58,7 @@ def kernel_route() -> Route:
     """`route` for this process: its GPU's compute mode from nvidia-smi, matched by UUID, and
     whether it holds a CUDA context already."""
     properties = torch.cuda.get_device_properties(torch.cuda.current_device())
-    mode = kernel_gpu_mode(nvidia.gpus(), nvidia.torch_uuid(properties))
+    mode = nvidia.mode_of(nvidia.gpus(), nvidia.torch_uuid(properties))
     return route(mode, kernel_has_context=torch.cuda.is_initialized())
 
 

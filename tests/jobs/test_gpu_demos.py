@@ -41,14 +41,6 @@ def test_the_skip_says_why_and_what_to_do_instead():
     )
 
 
-def test_the_kernels_gpu_is_found_by_uuid_else_exclusive_wins():
-    assert gpu_demos.kernel_gpu_mode(GPUS, GPUS[1].uuid) == "Default"
-    assert gpu_demos.kernel_gpu_mode(GPUS, GPUS[0].uuid) == "Exclusive_Process"
-    assert gpu_demos.kernel_gpu_mode(GPUS, None) == "Exclusive_Process"
-    assert gpu_demos.kernel_gpu_mode(GPUS[1:], "GPU-unknown") == "Default"
-    assert gpu_demos.kernel_gpu_mode([], None) is None
-
-
 def test_a_demo_runs_as_a_module_with_its_setting_added(fake_commands):
     python = Path(sys.executable).name
     fake = fake_commands({f"{python} -m course_utils.jobs.gpu_demos launch-error": "surfaced\n"})
