@@ -75,6 +75,12 @@ def _hash(state: dict) -> str:
 def judge_ranks(ran: dict, seed: int, nodes: int, per_node: int) -> None:
     """The judge's verdict on a run of train_ddp on `nodes` x `per_node` ranks at `seed`."""
     ranks, where = nodes * per_node, f"train_ddp on {nodes} node(s) x {per_node} ranks"
+    expect(
+        type(ran) is dict and type(ran.get("output")) is str and type(ran.get("returncode")) is int,
+        "the run's record as the course's probe makes it",
+        type(ran).__name__,
+        where,
+    )
     if ran["returncode"] != 0:
         cause = rank_logs.failure_cause(ran["output"]) or ran["output"].strip()[-400:]
         raise CheckFailed(f"{where} failed: {cause}")
@@ -200,13 +206,14 @@ def check_header(text, job: DdpJob, what: str) -> sbatch.Request:
         r = sbatch.read_request(text)
     except ValueError as e:
         raise CheckFailed(f"{what}: sbatch could not read it: {e}") from e
-    per_node = r.tasks_per_node or (r.tasks // r.nodes if r.tasks else None)
     gpus = job.ranks_per_node * job.gpus_per_rank
     expect(r.nodes == job.nodes, f"--nodes={job.nodes}", f"--nodes={r.nodes}", what)
     expect(
-        per_node == job.ranks_per_node,
+        r.tasks_per_node == job.ranks_per_node,
         f"one task per rank: --ntasks-per-node={job.ranks_per_node} (srun starts the ranks)",
-        f"{per_node} tasks per node",
+        f"{r.tasks_per_node} tasks per node"
+        if r.tasks_per_node
+        else f"--ntasks={r.tasks} without --ntasks-per-node (Slurm need not spread them evenly)",
         what,
     )
     expect(
@@ -285,7 +292,7 @@ def check_ddp_job(ddp_header, train_ddp, seed: int | None = None):
     request = check_header(header, CPU_JOB, "CPU_JOB")
     seed = _draw_seed() if seed is None else seed
     name = f"ddp-05-3-{secrets.token_hex(4)}"
-    per_node = request.tasks_per_node or request.tasks // request.nodes
+    per_node = request.tasks_per_node
     ran = run_probe(
         run_the_job,
         train_ddp,

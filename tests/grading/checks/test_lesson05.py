@@ -230,8 +230,10 @@ def test_05_3_wrong_headers_say_what_was_expected():
     assert "expected --cpus-per-task=12 (the bundle" in one_cpu and "got --cpus-per-task=1" in (
         one_cpu
     )
-    one_task = _failure(_changed("--ntasks-per-node=4", "--ntasks=2"))
+    one_task = _failure(_changed("--ntasks-per-node=4", "--ntasks-per-node=1"))
     assert "one task per rank" in one_task and "got 1 tasks per node" in one_task
+    spread = _failure(_changed("--ntasks-per-node=4", "--ntasks=8"))
+    assert "got --ntasks=8 without --ntasks-per-node" in spread
     per_task = _failure(_changed("--mem=480G", "--mem=120G"))
     assert "--mem=480G (memory per node" in per_task
     gres_per_task = _failure(_changed("--gres=gpu:4", "--gres=gpu:1"))
