@@ -312,7 +312,7 @@ def test_10_2_slurm_runs_are_read_from_sacct(tmp_path, fake_commands):
 
     fake_commands({"sacct": sacct()})
     result = run_check("10.2", script(), folder)
-    assert result.passed and result.message.endswith("sacct [via slurm]"), result.message
+    assert result.passed and result.message.endswith("agrees [via slurm]"), result.message
     fake_commands({"sacct": sacct(state="FAILED")})
     failed = run_check("10.2", script(), folder).message
     assert "expected a COMPLETED job (sacct), got FAILED" in failed
