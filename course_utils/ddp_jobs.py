@@ -105,6 +105,7 @@ def this_node(ranks: int) -> Route:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if not gpus:
         return route(ranks, 0)
-    modes = [g.compute_mode for g in nvidia.gpus()]
+    # the ranks' GPU is not known here without touching CUDA: exclusive if any GPU is
+    mode = nvidia.mode_of(nvidia.gpus(), None)
     held = {p.gpu_uuid for p in nvidia.compute_processes() if p.pid != os.getpid()}
-    return route(ranks, gpus, modes, len(held))
+    return route(ranks, gpus, [mode] if mode else [], len(held))
