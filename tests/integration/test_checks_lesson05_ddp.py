@@ -139,8 +139,7 @@ def test_05_3_runs_on_two_emulated_nodes_here(in_tmp):
     result = run_check("05.3", ddp_header, train_ddp)
     assert result.passed, result.message
     assert result.message.startswith("[via local ranks: no Slurm here]")
-    log = next((in_tmp / "runs" / "05").glob("*.pt"))
-    assert log.name.startswith("ddp-05-3-")
+    assert (in_tmp / "runs" / "05" / "05.3-rank0.pt").exists()
 
 
 def test_05_3_reports_the_learner_s_train_ddp_failing(in_tmp):
@@ -156,9 +155,8 @@ def test_05_3_on_the_ci_cluster_is_graded_on_sacct_s_record(in_tmp, monkeypatch)
     result = run_check("05.3", ddp_header, train_ddp)
     assert result.passed, result.message
     assert result.message.startswith("[via slurm]")
-    script = next((in_tmp / "runs" / "05").glob("ddp-05-3-*.sh"))
-    name = script.stem
-    out = next((in_tmp / "runs" / "05").glob(f"{name}-*.out"))
+    script = in_tmp / "runs" / "05" / "05.3-job.sh"
+    out = next((in_tmp / "runs" / "05").glob("ddp-05-3-*.out"))
     job_id = out.stem.rsplit("-", 1)[1]
     ranks = [line for line in out.read_text().splitlines() if "parameter checksum" in line]
     assert sorted(line.split()[3] for line in ranks) == ["cn1:", "cn1:", "cn2:", "cn2:"]
