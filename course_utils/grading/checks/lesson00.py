@@ -11,13 +11,12 @@ made cold: pages a running process maps stay cached) and the warm import with on
 """
 
 import os
-import shlex
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from course_utils import accounting, batch, import_cost, processes, sbatch
+from course_utils import accounting, batch, import_cost, processes
 from course_utils.doctor import versions
 from course_utils.grading import (
     CheckFailed,
@@ -29,118 +28,7 @@ from course_utils.grading import (
     probe,
     run_probe,
 )
-
-# The documentation's interactive session that exercise 00.1 turns into a batch job.
-SESSION = "srun -p alpha --gres=gpu:1 -n 1 -c 7 --pty --mem-per-cpu=800 bash"
-ACTIVATES = ("module load", "source ", ". ", "conda activate", "course_activate")
-
-
-def _commands(script: str) -> list[str]:
-    """The script's command lines after its #SBATCH header (comments and blank lines left out)."""
-    lines = [line.strip() for line in script.strip().splitlines()[1:]]
-    return [line for line in lines if line and not line.startswith("#")]
-
-
-def _words(command: str) -> list[str]:
-    try:
-        words = shlex.split(command, comments=True)
-    except ValueError:  # an unclosed quote: bash would fail on it, the check reads plain words
-        words = command.split()
-    return words[1:] if words[:1] == ["srun"] else words  # `srun course doctor` counts too
-
-
-def _read_request(script: str) -> sbatch.Request:
-    try:
-        return sbatch.read_request(script)
-    except ValueError as e:
-        raise CheckFailed(f"expected a header sbatch can read, got: {e}") from None
-
-
-def _check_header(script: str) -> None:
-    first = script.strip().splitlines()[0] if script.strip() else ""
-    expect(
-        first.startswith("#!"),
-        "a first line such as #!/bin/bash (sbatch refuses a script without one)",
-        repr(first) if first else "an empty script",
-    )
-    lines = [line.strip() for line in script.strip().splitlines()[1:] if line.strip()]
-    first_command = next((i for i, line in enumerate(lines) if not line.startswith("#")), None)
-    late = [line for line in lines[first_command or len(lines) :] if line.startswith("#SBATCH")]
-    expect(
-        not late,
-        "every #SBATCH line before the first command (sbatch stops reading options there)",
-        f"{late[0]!r} after one" if late else "",
-    )
-    request, session = _read_request(script), f"the session `{SESSION}`"
-    options = request.options
-    expect(
-        "--pty" not in options,
-        "no --pty (srun's option for an interactive shell; sbatch has none)",
-        "#SBATCH --pty",
-    )
-    expect(
-        options.get("--partition") == "alpha",
-        "--partition=alpha (-p alpha)",
-        options.get("--partition", "no partition"),
-        session,
-    )
-    expect(request.tasks in (None, 1), "one task (-n 1)", f"{request.tasks} tasks", session)
-    expect(
-        request.gpus_per_node == 1,
-        "one GPU (--gres=gpu:1)",
-        f"{request.gpus_per_node} GPU(s)",
-        session,
-    )
-    expect(
-        request.cpus_per_task == 7,
-        "7 CPUs per task (-c 7)",
-        f"{request.cpus_per_task} CPU(s) per task",
-        session,
-    )
-    mem = request.mem_mb
-    expect(
-        mem is not None and abs(mem - 5600) < 1,
-        "5600 MB in all (--mem-per-cpu=800 for 7 CPUs, or --mem=5600M)",
-        "no memory request" if mem is None else f"{mem:.0f} MB",
-        session,
-    )
-    minutes = request.minutes
-    expect(
-        minutes is not None and 0 < minutes <= 10,
-        "--time of at most 10 minutes (without one, the job gets the partition's default "
-        "limit, often days, and waits longer for a slot)",
-        "no --time" if minutes is None else f"--time={options['--time']}",
-    )
-
-
-def _check_body(script: str) -> None:
-    commands = _commands(script)
-    runs_doctor = [i for i, c in enumerate(commands) if _words(c)[:2] == ["course", "doctor"]]
-    expect(
-        bool(runs_doctor),
-        "a line that runs `course doctor`",
-        f"the commands {commands}" if commands else "no commands after the header",
-    )
-    before = commands[: runs_doctor[0]]
-    expect(
-        any(c.startswith(ACTIVATES) for c in before),
-        "the environment activated before `course doctor` (module load ..., source "
-        ".../bin/activate): `course` is on PATH only then",
-        f"{before or 'nothing'} before it",
-    )
-    python = [c for c in before if _words(c)[:1] in (["python"], ["python3"])]
-    expect(
-        not python,
-        "`course doctor` before any python command, so a broken environment stops the job first",
-        f"{python[0]!r} before it" if python else "",
-    )
-    shells = [c for c in commands if _words(c) == ["bash"]]
-    expect(
-        not shells,
-        "no interactive shell in a batch job",
-        f"the line {shells[0]!r}" if shells else "",
-    )
-
+from course_utils.grading.checks import lesson00_script as script_rules
 
 # What the documentation's cluster needs before `course doctor` (exercise 00.1's visible case).
 DOCUMENTATION_SETUP = "module load python/3.11\nsource ~/venvs/course/bin/activate"
@@ -217,8 +105,8 @@ def check_doctor_job(doctor_job, run_doctor_job):
     runs it as a job (batch.run_script) and returns the job."""
     script = call_answer(doctor_job, "alpha", DOCUMENTATION_SETUP)
     expect(type(script) is str, "the batch script as a string", type(script).__name__)
-    _check_header(script)
-    _check_body(script)
+    script_rules.check_header(script)
+    script_rules.check_body(script)
     ran = run_probe(_run_the_job, doctor_job, run_doctor_job)
     expect(ran.get("kind") == "Job", "the job batch.run_script returned", ran.get("kind"))
     rows = _report_rows(ran["output"])
