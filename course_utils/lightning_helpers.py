@@ -71,6 +71,7 @@ def fit_with_checkpoints(folder, max_steps: int, every_n_steps: int = 5, resume:
         accelerator="cpu",
         devices=1,
         max_steps=max_steps,
+        default_root_dir=folder,  # Lightning writes nothing beside the notebook (lightning_logs/)
         logger=False,
         callbacks=[checkpoints, CountSteps()],
         enable_progress_bar=False,
