@@ -8,12 +8,14 @@ One judge process (grading/judge.py, with a seed: the held-out cases run too) li
 whole session; the kernels nbval starts inherit its socket (exercises.JUDGE_VARIABLE), so each
 check cell asks it, as in `course grade`. At the end, for every lesson whose notebook ran:
 `pass` requires every exercise passed, held-out cases included (the solutions earn every
-point); `none` requires that none passed (the student notebooks earn nothing). No notebook runs
-twice for it: the lanes run them anyway.
+point); `none` requires that none passed (the student notebooks earn nothing), and that every
+"run" exercise said "not attempted yet" (without the learner's run, a run check cannot pass or
+even fail on something else). No notebook runs twice for it: the lanes run them anyway.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -47,10 +49,18 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    for item in items:
-        found = re.match(r"(\d\d)_", Path(str(item.path)).name)
-        if found and str(item.path).endswith(".ipynb"):
+    for path in {Path(str(item.path)) for item in items}:
+        found = re.match(r"(\d\d)_", path.name)
+        if found and path.suffix == ".ipynb":
             _STATE.setdefault("lessons", set()).add(found[1])
+            _STATE.setdefault("runs", set()).update(run_exercises(path))
+
+
+def run_exercises(notebook: Path) -> set[str]:
+    """The ids of the notebook's "run" exercises, from its cells' course metadata."""
+    cells = json.loads(notebook.read_text()).get("cells", [])
+    metas = [cell.get("metadata", {}).get("course", {}) for cell in cells]
+    return {m["exercise"] for m in metas if m.get("role") == "exercise" and m.get("does") == "run"}
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -58,7 +68,9 @@ def pytest_sessionfinish(session, exitstatus):
         return
     os.environ.pop(exercises.JUDGE_VARIABLE, None)
     _STATE["context"].__exit__(None, None, None)
-    problems = unmet(_STATE["expect"], _STATE["lessons"], _STATE["judge"].verdicts)
+    problems = unmet(
+        _STATE["expect"], _STATE["lessons"], _STATE["judge"].verdicts, _STATE.get("runs", set())
+    )
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.section("the judge's verdicts")
@@ -68,7 +80,9 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
-def unmet(expect: str, lessons: set[str], verdicts: dict[str, dict]) -> list[str]:
+def unmet(
+    expect: str, lessons: set[str], verdicts: dict[str, dict], runs: set[str] = frozenset()
+) -> list[str]:
     """What the judge's verdicts miss of the expectation, one line per exercise."""
     problems = []
     for lesson in sorted(lessons):
@@ -84,4 +98,8 @@ def unmet(expect: str, lessons: set[str], verdicts: dict[str, dict]) -> list[str
                 problems.append(f"{ex.id} did not earn its point: {said}")
             if expect == "none" and passed:
                 problems.append(f"{ex.id} earned its point in a notebook that should earn none")
+            elif expect == "none" and ex.id in runs and line is not None:
+                if line.get("verdict") != exercises.NOT_ATTEMPTED:
+                    said = f"{line['verdict']}: {line['message']}"
+                    problems.append(f"{ex.id} is a run, without one it says: {said}")
     return problems

@@ -2,6 +2,7 @@
 the plugin: make test-solutions, make test-notebooks, make test-torch-min)."""
 
 from course_utils.grading import judge_plugin
+from course_utils.paths import REPO_ROOT
 
 
 def passed(ex_id, held=0, held_passed=0):
@@ -31,3 +32,23 @@ def test_the_student_lane_wants_no_exercise_passed():
     assert judge_plugin.unmet("none", {"01"}, {**stubs, "01.3": passed("01.3")}) == [
         "01.3 earned its point in a notebook that should earn none"
     ]
+
+
+def test_the_student_lane_wants_every_run_exercise_not_attempted():
+    stubs = {
+        i: {"exercise": i, "verdict": "not attempted yet", "message": "stub"}
+        for i in ("01.1", "01.2", "01.3", "01.4")
+    }
+    failed = {"exercise": "01.1", "verdict": "failed", "message": "expected a run, got none"}
+    assert judge_plugin.unmet("none", {"01"}, {**stubs, "01.1": failed}, runs={"01.1"}) == [
+        "01.1 is a run, without one it says: failed: expected a run, got none"
+    ]
+    # a "code" exercise may fail a stub's answer in its own words
+    assert judge_plugin.unmet("none", {"01"}, {**stubs, "01.1": failed}, runs={"01.2"}) == []
+
+
+def test_run_exercises_are_read_from_the_notebooks_metadata():
+    runs = judge_plugin.run_exercises(
+        REPO_ROOT / "notebooks" / "05_distributed_data_parallel.ipynb"
+    )
+    assert runs == {"05.1", "05.3"}
