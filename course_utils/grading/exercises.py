@@ -71,7 +71,7 @@ _REGISTRY: dict[str, Exercise] = {}
 _SESSION: dict[str, Result] = {}  # latest result per exercise in this kernel, for `summary`
 _HELD_OUT: dict[str, HeldOut] = {}
 JUDGE_VARIABLE = "COURSE_JUDGE"  # the judge's socket, set in each run of `course grade`/`check`
-JUDGE_WAIT = 60.0  # seconds a check waits for the judge to answer its first knock
+JUDGE_WAIT = 120.0  # seconds a check knocks on the judge's socket, while the judge starts
 
 
 @dataclass(frozen=True)

@@ -67,14 +67,14 @@ def test_a_sandboxed_run_sees_its_notebook_and_writes_only_its_record(tmp_path, 
     assert (str(notebook), "/tmp/grading/01_grading.ipynb") in binds
     assert (str(tmp_path / "pytest.ini"), "/run/course/pytest.ini") in binds
     assert (str(tmp_path / "passwd"), "/etc/passwd") in binds
+    # the judge's socket, in a folder of its own, is the run's one door out: it can connect
+    # there, but neither remove nor replace the socket
+    assert (str(tmp_path / "judge"), "/run/course/course_judge") in binds
     assert (str(REPO_ROOT / "cpp"),) * 2 in binds  # the C++ sources, read-only, at their place
     writes = [tuple(argv[i + 1 : i + 3]) for i, a in enumerate(argv) if a == "--bind"]
-    assert writes == [
-        (str(tmp_path / "cells.jsonl"), "/run/course/cells.jsonl"),
-        (str(tmp_path / "judge" / "judge.sock"), "/run/course/course_judge.sock"),
-    ]  # the judge's socket is the run's one door out; its verdicts file stays outside
+    assert writes == [(str(tmp_path / "cells.jsonl"), "/run/course/cells.jsonl")]
     set_inside = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--setenv"}
-    assert set_inside["COURSE_JUDGE"] == "/run/course/course_judge.sock"
+    assert set_inside["COURSE_JUDGE"] == "/run/course/course_judge/judge.sock"
     assert set_inside["SOME_SETTING"] == "7"  # the caller's variables go in,
     assert set_inside["HOME"] == "/tmp/grading"  # but never over the sandbox's own
     inside = argv[argv.index("--") + 1 :]

@@ -1,4 +1,4 @@
-"""The judge beside each graded run: started before the notebook, ended after it, and read.
+"""The judge beside each graded run: started with the notebook, ended after it, and read.
 
     with judge_beside(seed, limits) as judge:
         run = runner.run_notebook(..., sockets={JUDGE_VARIABLE: judge.socket})
@@ -23,11 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_utils import processes
+from course_utils.grading import exercises
 from course_utils.grading import judge as judge_program
 from course_utils.grading.runner.limits import Limits
 
-START_TIMEOUT = 120.0  # seconds for the judge to import torch and the checkers on a busy node
-SOCKET, VERDICTS, LOG = "judge.sock", "verdicts.jsonl", "judge.log"
+# Seconds for the judge to import torch and the checkers on a busy node: a check cell knocks on
+# its socket for as long (exercises.JUDGE_WAIT), so the run need not wait for it to listen.
+START_TIMEOUT = exercises.JUDGE_WAIT
+# The socket lives alone in DOOR, the folder the sandbox shows the run; the verdicts file and the
+# judge's log stay beside it, outside the run's reach.
+DOOR, SOCKET, VERDICTS, LOG = "door", "judge.sock", "verdicts.jsonl", "judge.log"
 
 
 class JudgeDidNotStart(RuntimeError):
@@ -41,7 +46,7 @@ class Judge:
 
 
 def judge_command(folder: Path, seed: int | None, cell_timeout: float) -> list[str]:
-    cmd = [sys.executable, "-m", judge_program.__name__, str(folder / SOCKET)]
+    cmd = [sys.executable, "-m", judge_program.__name__, str(folder / DOOR / SOCKET)]
     cmd += [str(folder / VERDICTS), "--timeout", f"{cell_timeout:g}"]
     return cmd + ([] if seed is None else ["--seed", str(seed)])
 
@@ -50,6 +55,7 @@ def judge_command(folder: Path, seed: int | None, cell_timeout: float) -> list[s
 def judge_beside(seed: int | None, limits: Limits):
     """A judge listening for one notebook's checks; its verdicts are read when the block ends."""
     folder = Path(tempfile.mkdtemp(prefix="course-judge-"))  # short: a socket path has a limit
+    (folder / DOOR).mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": str(limits.threads), "PYTHONUNBUFFERED": "1"}
     try:
         with (
@@ -62,9 +68,11 @@ def judge_beside(seed: int | None, limits: Limits):
                 stdin=subprocess.DEVNULL,
             ) as proc,
         ):
-            _wait_until_listening(proc, folder)
-            judge = Judge(folder / SOCKET)
+            # The run starts while the judge imports torch (both take seconds, on two cores at
+            # once); a judge that never listened is said after the run, from its own words.
+            judge = Judge(folder / DOOR / SOCKET)
             yield judge
+            _wait_until_listening(proc, folder)
         judge.verdicts = judge_program.read_verdicts(folder / VERDICTS)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

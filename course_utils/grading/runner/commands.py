@@ -92,23 +92,25 @@ def _sandboxed(
     notebook: Path, limits: Limits, private: Path, token: str, variables: dict, sockets: dict
 ):
     """Command and environment of a run in the sandbox: the notebook and pytest.ini are shown
-    read-only; the record is the host file it writes; each socket is bound into RUN_DIR."""
+    read-only; the record is the host file it writes; each socket's folder, which holds that
+    socket alone, is shown read-only in RUN_DIR: the socket may appear after the run starts (a
+    judge that listens while the kernel starts), and the run can connect to it but can neither
+    remove nor replace it."""
     home, run = sandbox.HOME, sandbox.RUN_DIR
-    inside = {name: f"{run}/{name.lower()}.sock" for name in sockets}
+    doors = {name: f"{run}/{name.lower()}" for name in sockets}
+    inside = {name: f"{doors[name]}/{Path(path).name}" for name, path in sockets.items()}
     files = [
         (str(notebook), f"{home}/{notebook.name}"),
         (str(private / INI), f"{run}/{INI}"),
         *sandbox.identity_files(private),
+        *((str(Path(path).parent), doors[name]) for name, path in sockets.items()),
     ]
     read_only, links = sandbox.visible_paths()
     layout = sandbox.Layout(
         read_only=tuple(read_only),
         symlinks=tuple(links),
         files=tuple(files),
-        writable=(
-            (str(private / RECORD), f"{run}/{RECORD}"),
-            *((str(path), inside[name]) for name, path in sockets.items()),
-        ),
+        writable=((str(private / RECORD), f"{run}/{RECORD}"),),
         env={
             **variables,
             **inside,
