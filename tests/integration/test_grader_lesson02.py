@@ -6,17 +6,10 @@ and from what the check's own step and data set logged, never from what the note
 (A run timing the lesson's step instead of the check's: tests/grading/checks/test_lesson02.py.)
 One `course grade` run grades them all (module-scoped)."""
 
-import csv
-
-import nbformat
 import pytest
-
-from course_utils.cli import main
-from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
+from submissions import feedback, grade, with_answers
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
-LESSON = "02_cpu_to_gpu.ipynb"
 
 TYPED = {  # a record typed in, a verdict line printed; a run of the lesson's own data set
     "02.2": """
@@ -52,31 +45,11 @@ def loader_rates(dataset, batch_size):
 SUBMISSIONS = {"typed": TYPED, "forged": FORGED}
 
 
-def submission(answers: dict) -> nbformat.NotebookNode:
-    """The released notebook with `answers` in their exercise cells, the rest left as stubs."""
-    nb = nbformat.read(REPO_ROOT / "notebooks" / LESSON, as_version=4)
-    for cell in nb.cells:
-        meta = course_meta(cell)
-        if meta.get("role") == "exercise" and meta.get("exercise") in answers:
-            cell.source = answers[meta["exercise"]].strip()
-    return nb
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("grade02")
-    subs, out = root / "subs", root / "out"
-    subs.mkdir()
-    for learner, answers in SUBMISSIONS.items():
-        nbformat.write(submission(answers), subs / f"{learner}__{LESSON}")
-    assert main(["grade", str(subs), "--out", str(out), "--lesson", "02", "-j", "2"]) == 0
-    with open(out / "gradebook.csv", newline="") as f:
-        rows = {r["learner"]: r for r in csv.DictReader(f)}
-    return rows, out
-
-
-def feedback(out, learner) -> str:
-    return (out / "feedback" / f"{learner}.md").read_text()
+    learners = {learner: ("02", with_answers("02", a)) for learner, a in SUBMISSIONS.items()}
+    return grade(root, learners, "--lesson", "02")
 
 
 @pytest.mark.parametrize("learner", sorted(SUBMISSIONS))

@@ -8,17 +8,10 @@ from the kernel or by processes the learner's function did not start, and sees e
 it happens. The last one also carries the flags an instructor reads (it writes the history and
 calls the course's own training). One `course grade` run grades them all (module-scoped)."""
 
-import csv
-
-import nbformat
 import pytest
-
-from course_utils.cli import main
-from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
+from submissions import feedback, grade, with_answers
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
-LESSON = "06_checkpointing.ipynb"
 
 TYPED = {  # a history and a checkpoint made by hand for a trivial run, and a pass line printed
     "06.4": """
@@ -82,31 +75,11 @@ def preempt_and_resume(ckpt_dir, seed, steps):
 SUBMISSIONS = {"typed": TYPED, "kernel": KERNEL, "rename": RENAME, "pids": PIDS}
 
 
-def submission(answers: dict) -> nbformat.NotebookNode:
-    """The released notebook with `answers` in their exercise cells, the rest left as stubs."""
-    nb = nbformat.read(REPO_ROOT / "notebooks" / LESSON, as_version=4)
-    for cell in nb.cells:
-        meta = course_meta(cell)
-        if meta.get("role") == "exercise" and meta.get("exercise") in answers:
-            cell.source = answers[meta["exercise"]].strip()
-    return nb
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("grade06")
-    subs, out = root / "subs", root / "out"
-    subs.mkdir()
-    for learner, answers in SUBMISSIONS.items():
-        nbformat.write(submission(answers), subs / f"{learner}__{LESSON}")
-    assert main(["grade", str(subs), "--out", str(out), "--lesson", "06", "-j", "2"]) == 0
-    with open(out / "gradebook.csv", newline="") as f:
-        rows = {r["learner"]: r for r in csv.DictReader(f)}
-    return rows, out
-
-
-def feedback(out, learner) -> str:
-    return (out / "feedback" / f"{learner}.md").read_text()
+    learners = {learner: ("06", with_answers("06", a)) for learner, a in SUBMISSIONS.items()}
+    return grade(root, learners, "--lesson", "06")
 
 
 @pytest.mark.parametrize("learner", sorted(SUBMISSIONS))

@@ -4,18 +4,11 @@ course's own answer. Each earns no point for the forged exercise, or carries a f
 exercises of the same notebooks keep theirs. (The solutions earn every point and the blank
 notebooks none: checked in the same sandbox when the lessons are rebuilt.)"""
 
-import csv
-
-import nbformat
 import pytest
-
-from course_utils.cli import main
-from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
+from submissions import grade, with_answers
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
-LESSONS = {"03": "03_async_streams_memory", "04": "04_tf32_mixed_precision"}
 
 # 03.4: a trace typed in by hand, with every name the check asks for, the visible batch's
 # shapes and plausible times; the step handed over is run, but not profiled.
@@ -89,31 +82,28 @@ def profile_autocast_step(model, inputs, targets, trace_path):
 """
 
 
-def submission(lesson: str, answers: dict[str, str]) -> nbformat.NotebookNode:
-    nb = nbformat.read(REPO_ROOT / "solutions" / f"{LESSONS[lesson]}.ipynb", as_version=4)
-    for c in nb.cells:
-        meta = course_meta(c)
-        if meta.get("role") == "exercise" and meta.get("exercise") in answers:
-            c.source = answers[meta["exercise"]].strip()
-    return nb
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """Both lessons' forgers, graded in one run (the solutions' other answers kept)."""
+    learners = {
+        "typed": ("03", with_answers("03", {"03.4": TYPED_TRACE_03}, "solutions")),
+        "kernel": ("03", with_answers("03", {"03.4": KERNELS_OWN_RUN_03}, "solutions")),
+        "forger": (
+            "04",
+            with_answers(
+                "04",
+                {"04.1": LAZY_04_1, "04.2": TYPED_04_2, "04.3": TYPED_TRACE_04_3},
+                "solutions",
+            ),
+        ),
+    }
+    found, _ = grade(tmp_path_factory.mktemp("grade03_04"), learners, "--seed", "34")
+    return found
 
 
-def grade(tmp_path, lesson: str, learners: dict[str, dict[str, str]]) -> dict[str, dict]:
-    subs, out = tmp_path / f"subs{lesson}", tmp_path / f"out{lesson}"
-    for learner, answers in learners.items():
-        (subs / learner).mkdir(parents=True)
-        nbformat.write(submission(lesson, answers), subs / learner / f"{LESSONS[lesson]}.ipynb")
-    argv = ["grade", str(subs), "--lesson", lesson, "--out", str(out), "--seed", "34", "-j", "1"]
-    assert main(argv) == 0
-    with open(out / "gradebook.csv", newline="") as f:
-        return {row["learner"]: row for row in csv.DictReader(f)}
-
-
-def test_lesson03_forged_traces_earn_no_point(tmp_path):
-    rows = grade(
-        tmp_path, "03", {"typed": {"03.4": TYPED_TRACE_03}, "kernel": {"03.4": KERNELS_OWN_RUN_03}}
-    )
-    for row in rows.values():
+def test_lesson03_forged_traces_earn_no_point(rows):
+    for learner in ("typed", "kernel"):
+        row = rows[learner]
         assert row["sandbox"].startswith("bubblewrap"), row
         assert row["status"] == "ok", row
         assert (row["03.1"], row["03.2"], row["03.3"], row["03.4"]) == ("1", "1", "1", "0"), row
@@ -121,13 +111,8 @@ def test_lesson03_forged_traces_earn_no_point(tmp_path):
 
 
 def test_lesson04_forged_trace_and_typed_errors_earn_no_point_and_the_lazy_answer_is_flagged(
-    tmp_path,
+    rows,
 ):
-    rows = grade(
-        tmp_path,
-        "04",
-        {"forger": {"04.1": LAZY_04_1, "04.2": TYPED_04_2, "04.3": TYPED_TRACE_04_3}},
-    )
     row = rows["forger"]
     assert row["sandbox"].startswith("bubblewrap") and row["status"] == "ok", row
     assert (row["04.2"], row["04.3"]) == ("0", "0"), row  # 04.2: its held-out seeds

@@ -1,0 +1,49 @@
+"""Submissions built from a lesson's notebook and graded in the sandbox with `course grade`, as
+the tests of hostile and forged-evidence submissions grade them (one grade per test module)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import nbformat
+
+from course_utils.cli import main
+from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
+
+
+def notebook_path(lesson: str, folder: str = "notebooks") -> Path:
+    """Lesson "06"'s notebook in `folder` (the released one, or "solutions")."""
+    return next((REPO_ROOT / folder).glob(f"{lesson}_*.ipynb"))
+
+
+def with_answers(
+    lesson: str, answers: dict[str, str], folder: str = "notebooks"
+) -> nbformat.NotebookNode:
+    """The lesson's notebook with `answers` (exercise id -> source) in their exercise cells; the
+    others as `folder` has them (stubs in the released notebook, answers in the solution)."""
+    nb = nbformat.read(notebook_path(lesson, folder), as_version=4)
+    for cell in nb.cells:
+        meta = course_meta(cell)
+        if meta.get("role") == "exercise" and meta.get("exercise") in answers:
+            cell.source = answers[meta["exercise"]].strip()
+    return nb
+
+
+def grade(
+    root: Path, submissions: dict[str, tuple[str, nbformat.NotebookNode]], *options: str
+) -> tuple[dict[str, dict], Path]:
+    """Grade learner -> (lesson, notebook) in the sandbox, two at a time; (gradebook rows by
+    learner, the output folder). `options` go to `course grade` (a seed, say)."""
+    subs, out = root / "subs", root / "out"
+    subs.mkdir(parents=True)
+    for learner, (lesson, nb) in submissions.items():
+        nbformat.write(nb, subs / f"{learner}__{notebook_path(lesson).name}")
+    assert main(["grade", str(subs), "--out", str(out), "-j", "2", *options]) == 0
+    with open(out / "gradebook.csv", newline="") as f:
+        return {row["learner"]: row for row in csv.DictReader(f)}, out
+
+
+def feedback(out: Path, learner: str) -> str:
+    return (out / "feedback" / f"{learner}.md").read_text()
