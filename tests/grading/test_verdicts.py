@@ -93,6 +93,9 @@ def test_a_check_past_the_cell_limit_timed_out():
     grade = judge(record(5), cut_off(6))
     assert grade.verdict == FAILED
     assert grade.message == "the check did not finish within 10 s (an endless loop?)"
+    # the judge gave up on the kernel first: the cell's limit is still what the learner reads
+    gave_up = {"exercise": "01.1", "verdict": FAILED, "message": "the kernel stopped answering"}
+    assert judge(record(5), cut_off(6), gave_up).message == grade.message
 
 
 def test_passed_but_printing_during_the_check_earns_nothing():

@@ -113,11 +113,11 @@ def judge(
         context = f" (your exercise cell did not run cleanly: {_cell_problem(exercise)})"
     if check is None:
         return failed("not graded: the notebook stopped before this check ran" + context)
+    if check.get("timed_out") and not check.get("died"):  # whatever the judge heard before
+        return failed(
+            f"the check did not finish within {cell_timeout:g} s (an endless loop?)" + context
+        )
     if judged is None:
-        if check.get("timed_out") and not check.get("died"):
-            return failed(
-                f"the check did not finish within {cell_timeout:g} s (an endless loop?)" + context
-            )
         return failed(f"the check never reached the judge: {_cell_problem(check)}{context}")
     verdict, message = str(judged.get("verdict")), str(judged.get("message", ""))
     if verdict == PASSED and not check["ok"]:
