@@ -4,12 +4,13 @@ Each `Case` is one job of course_utils.jobs.loader_memory: four DataLoader worke
 copy 256 MiB of images into a job allowed 1 GiB, then the same job with each fix (workers that
 share the file, one worker, a --mem that holds the copies), and once with Python started by the
 batch script itself instead of srun (bash then reports the SIGKILL as exit code 137).
-`run_on_cluster` submits them (`sbatch --wait`) and keeps each job's output file, exit code,
-Slurm's verdict (`scontrol show job`) and the kernel's log lines about the job (`dmesg`, which
-clusters seldom let users read). `record` writes a run to course_utils/reference/ with its
-label, paths as a learner reads them; `for_lesson` runs the srun cases as steps of the job the
-notebook's kernel runs in, and elsewhere (a laptop, a grading sandbox, CI's notebook run) gives
-the recorded run and says so.
+`run_on_cluster` submits them through `batch.submit` (the course's one way to submit and wait)
+and keeps each job's output file, exit code, Slurm's verdict (the scheduler's record: sacct's
+state and exit code of the job and of each step) and the kernel's log lines about the job
+(`dmesg`, which clusters seldom let users read). `record` writes a run to
+course_utils/reference/ with its label, paths as a learner reads them; `for_lesson` runs the
+srun cases as steps of the job the notebook's kernel runs in, and elsewhere (a laptop, a grading
+sandbox, CI's notebook run) gives the recorded run and says so.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from course_utils import job_memory, paths, processes, reference
+from course_utils import batch, job_memory, paths, processes, reference
+from course_utils.files import atomic_write_text
 
 PROGRAM = "course_utils.jobs.loader_memory"
 SCRIPT = "slurm/loader_oom.sh"
@@ -68,7 +70,7 @@ class JobRun:
 
     case: str
     command: str
-    exit_code: int | None  # the job's (sbatch --wait), None when it did not end in time
+    exit_code: int | None  # the job's, None when it did not end in time
     state: str  # Slurm's verdict: "JobState=OUT_OF_MEMORY ExitCode=0:125", or "" when gone
     output: str  # the job's output file
     kernel: tuple[str, ...] = ()  # the kernel's lines about processes it killed in the job
@@ -81,28 +83,27 @@ class JobRun:
         return job_memory.killed_roles(self.output, self.kernel)
 
 
-def _sbatch_command(case: Case, folder: Path, images: Path) -> list[str]:
-    out = folder / f"{case.name.replace(' ', '-')}.out"
-    common = ["sbatch", "--wait", f"--output={out}", f"--mem={case.mem}", f"--chdir={folder}"]
+def job_script(case: Case, images: Path) -> tuple[Path, list[str]]:
+    """The batch script `case` submits and its arguments: slurm/loader_oom.sh for the srun
+    cases, else a script of its own whose body starts python itself (the script --wrap writes)."""
     program = [*case.program, "--data", str(images)]
     if case.srun:
-        return [*common, str(paths.course_file(SCRIPT)), *program]
-    wrap = Case.wrap(shlex.quote(sys.executable), shlex.join(program))
-    return [
-        *common,
-        "--time=00:05:00",
-        "--cpus-per-task=4",
-        "--job-name=loader-oom",
-        "--wrap",
-        wrap,
-    ]
+        return paths.course_file(SCRIPT), program
+    body = Case.wrap(shlex.quote(sys.executable), shlex.join(program))
+    header = "#SBATCH --time=00:05:00\n#SBATCH --cpus-per-task=4\n"
+    script = images.parent / f"{case.name.replace(' ', '-')}.sh"
+    atomic_write_text(script, f"#!/bin/sh\n{header}{body}\n")  # as --wrap writes it
+    return script, []
 
 
-def slurm_state(job_id: str) -> str:
-    """ "JobState=... ExitCode=..." from scontrol, while Slurm still lists the job."""
-    done = processes.run(["scontrol", "show", "job", job_id], timeout=30)
-    found = re.findall(r"\b(JobState|ExitCode)=(\S+)", done.stdout)
-    return " ".join(f"{k}={v}" for k, v in found)
+def slurm_state(job: batch.Job) -> str:
+    """ "JobState=... ExitCode=N" from the scheduler's record (sacct), and each step's state."""
+    if not job.state:
+        return ""
+    line = next((s for s in job.steps if not s.is_step), None)
+    said = f"JobState={job.state}" + (f" ExitCode={line.exit_code}" if line else "")
+    steps = [f"{s.job_id}={s.state}" for s in job.steps if s.is_step]
+    return said + (f" Steps: {' '.join(steps)}" if steps else "")
 
 
 def kernel_lines(job_id: str, log: str | None = None) -> tuple[str, ...]:
@@ -117,21 +118,22 @@ def kernel_lines(job_id: str, log: str | None = None) -> tuple[str, ...]:
 
 
 def submit(case: Case, folder, images, timeout: float = 180) -> JobRun:
-    """Submit `case` with sbatch --wait and gather what its user can read afterwards."""
+    """Submit `case` (batch.submit: it waits, and cancels a job that outlives `timeout`) and
+    gather what its user can read afterwards."""
     folder = Path(folder)
-    done = processes.run(_sbatch_command(case, folder, Path(images)), timeout=timeout)
-    job = re.search(r"Submitted batch job (\d+)", done.stdout)
-    if job is None:
-        raise RuntimeError(f"sbatch refused {case.command()}: {done.stdout}{done.stderr}")
-    out = folder / f"{case.name.replace(' ', '-')}.out"
-    output = out.read_text() if out.exists() else ""
+    script, args = job_script(case, Path(images))
+    name = f"loader-oom-{case.name.replace(' ', '-')}"
+    options = [f"--mem={case.mem}", f"--chdir={folder}"]
+    job = batch.submit(script, args, name=name, logs=folder, timeout=timeout, options=options)
+    if job.job_id is None:
+        raise RuntimeError(f"sbatch refused {case.command()}: {job.output}")
     return JobRun(
         case.name,
         case.command(),
-        done.returncode,
-        slurm_state(job[1]),
-        output,
-        kernel_lines(job[1]),
+        job.returncode if job.state not in ("PENDING", "CANCELLED") else None,
+        slurm_state(job),
+        job.output,
+        kernel_lines(job.job_id),
     )
 
 

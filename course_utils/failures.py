@@ -5,7 +5,9 @@
 fail, and how), and, for a hang, every rank's Python stack taken with py-spy while it hung.
 `provoke_all` runs several side by side (most of a failure is waiting for a timeout).
 `batch_script_problems` reads a batch script as sbatch and srun will; `leftover_processes` says
-whether anything was left behind. A function on forked gloo ranks: `launching.run_ranks`.
+whether anything was left behind. A healthy faulty_ddp run trains: each rank on batches of its
+own (`batch_seed`), and every rank ends by printing the same `parameter_sum` (exercise 09.3).
+A function on forked gloo ranks: `launching.run_ranks`.
 Taught in lesson 09, with `stacks` (py-spy), `flight_recorder` and `memory`.
 """
 
@@ -37,6 +39,19 @@ CAUSES = {
 IMPOSSIBLE_ROWS = 2**56  # x 16 float32 = 4 EiB: more than any address space, so refused at once
 # even where the kernel overcommits memory (16 TiB could be granted there, then filled).
 PROGRAM = "course_utils.jobs.faulty_ddp"
+LEARNING_RATE = 0.1  # faulty_ddp's SGD step
+
+
+def batch_seed(seed: int, step: int, rank: int) -> int:
+    """The seed of rank `rank`'s batch in step `step` of a faulty_ddp run at `seed`: each rank
+    reads data of its own, as a DistributedSampler would give it."""
+    return (seed * 1_000 + step) * 1_000 + rank
+
+
+def parameter_sum(model) -> float:
+    """One number for a model's parameters (what every rank of a healthy run prints at the end:
+    data-parallel replicas stay equal)."""
+    return sum(float(p.detach().double().sum()) for p in model.parameters())
 
 
 @dataclass(frozen=True)
@@ -172,13 +187,20 @@ def exit_codes(output: str) -> dict[int, int]:
 # --- Leftovers and the environment ------------------------------------------------------------
 
 
+# multiprocessing's servers, kept for the life of the process that started them: the fork server
+# local ranks start from (launching.run_programs, batch.local_run) and its resource tracker
+SERVERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
+
+
 def leftover_processes(parent: psutil.Process | None = None) -> list[psutil.Process]:
-    """Live (not zombie) descendants of `parent` (default: this process)."""
+    """Live (not zombie) descendants of `parent` (default: this process), except
+    multiprocessing's servers (SERVERS): those stay by design, and are not what a launch left."""
     parent = parent or psutil.Process()
     alive = []
     for p in parent.children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if p.status() != psutil.STATUS_ZOMBIE:
+            command = " ".join(p.cmdline())
+            if p.status() != psutil.STATUS_ZOMBIE and not any(s in command for s in SERVERS):
                 alive.append(p)
     return alive
 
@@ -194,8 +216,8 @@ BROKEN_BATCH_SCRIPT = """\
 #SBATCH --cpus-per-task=1
 set -euo pipefail
 #SBATCH --time=00:05:00
-# Submit from the course folder: sbatch broken.sh
-source slurm/config.sh
+# COURSE_DIR: the course's folder (batch.submit sets it; else submit from there)
+source "${COURSE_DIR:-.}/slurm/config.sh"
 course_activate
 export MASTER_ADDR=$(hostname) MASTER_PORT=29500
 export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS

@@ -3,9 +3,11 @@
     torchrun --standalone --nproc-per-node=2 -m course_utils.jobs.faulty_ddp --fault hang
     sbatch slurm/ddp_srun.sh -m course_utils.jobs.faulty_ddp --fault hang --timeout 300
 
-Every rank runs the same steps: load a batch, forward, backward, then average the gradients
-with all_reduce (what DDP does inside backward; written out here so a stack shows it). Only
---faulty-rank misbehaves, in step --fault-step:
+Every rank runs the same steps: load a batch of its own, forward, backward, average the
+gradients with all_reduce (what DDP does inside backward; written out here so a stack shows it),
+then an SGD step. A healthy run ends with every rank printing the same parameter sum, which
+depends on --seed and on how many ranks trained together. Only --faulty-rank misbehaves, in
+step --fault-step:
     none         nobody: the job trains and ends
     never-joins  stalls before init_process_group: the others time out joining
     hang         stalls in load_next_batch: the others time out in all_reduce
@@ -42,6 +44,7 @@ class Options:
     faulty_rank: int = option(1, "the rank that misbehaves", minimum=0)
     fault_step: int = option(2, "the step it misbehaves in", minimum=1)
     steps: int = shared("steps", 3)
+    seed: int = shared("seed", 0)
     timeout: float = option(30.0, "seconds for joining and collectives")
     stall: float = option(600.0, "seconds a stalled rank sleeps")
     master_port: int | None = option(None, "rank 0 listens here (alone)")
@@ -68,11 +71,15 @@ def stall(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def load_next_batch(step: int, rows: int = 32, stalled: float = 0.0) -> torch.Tensor:
+def load_next_batch(
+    step: int, rows: int = 32, stalled: float = 0.0, seed: int = 0, rank: int = 0
+) -> torch.Tensor:
     if stalled:
         stall(stalled)
     batch = torch.empty(rows, 16)  # an impossible `rows` fails here, as a real batch would
-    return batch.normal_(generator=torch.Generator().manual_seed(step))
+    return batch.normal_(
+        generator=torch.Generator().manual_seed(failures.batch_seed(seed, step, rank))
+    )
 
 
 def average_gradients(model: nn.Module, mismatch: bool = False) -> None:
@@ -85,18 +92,22 @@ def average_gradients(model: nn.Module, mismatch: bool = False) -> None:
         p.grad /= dist.get_world_size()
 
 
-def train(args, rank: int, faulty: bool) -> None:
-    torch.manual_seed(0)
+def train(args, rank: int, faulty: bool) -> nn.Module:
+    torch.manual_seed(args.seed)
     model = nn.Linear(16, 1)
     for step in range(1, args.steps + 1):
         now = faulty and step == args.fault_step
         stalled = args.stall if now and args.fault == "hang" else 0.0
         rows = failures.IMPOSSIBLE_ROWS if now and args.fault == "oom" else 32
-        x = load_next_batch(step, rows, stalled)
+        x = load_next_batch(step, rows, stalled, args.seed, rank)
         model.zero_grad()
         model(x).pow(2).mean().backward()
         average_gradients(model, mismatch=now and args.fault == "mismatch")
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= failures.LEARNING_RATE * p.grad
         distributed.print_line(f"rank {rank}: step {step} done")
+    return model
 
 
 def leave_record_on_sigterm(rank: int) -> None:
@@ -123,11 +134,14 @@ def main(argv=None) -> int:
     distributed.init_process_group("gloo", env, timeout=args.timeout, device=torch.device("cpu"))
     leave_record_on_sigterm(env.rank)
     try:
-        train(args, env.rank, faulty)
+        model = train(args, env.rank, faulty)
     except Exception:
         flight_recorder.dump_flight_record(env.rank)
         raise
-    distributed.print_line(f"rank {env.rank}: finished")
+    total = failures.parameter_sum(model)
+    distributed.print_line(
+        f"rank {env.rank}: finished, seed {args.seed}, parameter sum {total:.6f}"
+    )
     distributed.barrier()
     distributed.cleanup()
     return 0

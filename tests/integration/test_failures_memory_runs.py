@@ -24,41 +24,49 @@ def no_process_left_behind():
     assert [p.cmdline() for p in failures.leftover_processes()] == []
 
 
-def _solutions_shared_loader():
+def _solution():
     nb = nbformat.read(REPO_ROOT / "solutions" / "09_when_jobs_fail.ipynb", as_version=4)
     cell = next(c for c in nb.cells if course_meta(c).get("exercise") == "09.5")
     namespace = {"job_memory": job_memory, "DataLoader": DataLoader}
     exec(cell.source, namespace)
-    return namespace["shared_loader"]
+    return namespace["shared_loader"], namespace["workers_memory"]
+
+
+def workers_memory(loader):
+    run = job_memory.read_loader(loader)
+    return {"own_mib": [p.unshared / 2**20 for p in run.workers], "checksum": run.checksum}
 
 
 def test_09_5_passes_the_solution_and_loading_once_before_the_fork():
-    assert run_check("09.5", _solutions_shared_loader()).passed
+    assert run_check("09.5", *_solution()).passed
 
     def loaded_in_the_main_process(path, workers):  # forked workers share its pages
         return DataLoader(torch.from_numpy(np.load(path)), batch_size=128, num_workers=workers)
 
-    assert run_check("09.5", loaded_in_the_main_process).passed
+    assert run_check("09.5", loaded_in_the_main_process, workers_memory).passed
 
 
 def test_09_5_fails_workers_that_each_copy_the_file():
     def each_worker_reads_it(path, workers):
         return DataLoader(job_memory.ImageFile(path), batch_size=256, num_workers=workers)
 
-    result = run_check("09.5", each_worker_reads_it)
+    result = run_check("09.5", each_worker_reads_it, workers_memory)
     assert result.verdict == "failed"
     assert re.match(
-        r"2 workers on a 64 MiB file: expected each worker under 38 MiB of its own .*, got "
-        r"\[\d+, \d+\] MiB: each worker holds a copy of the 64 MiB file\. Map it",
+        r"2 workers on a 64 MiB file: expected each worker holding about what the check's own "
+        r"sharing loader's workers held \(under 16 MiB more\), got \[\d+, \d+\] MiB: each worker "
+        r"holds a copy of the 64 MiB file\. Map it",
         result.message,
     ), result.message
 
 
-def test_09_5_fails_no_workers_images_changed_and_a_stub():
+def test_09_5_fails_no_workers_images_changed_a_partial_reading_and_a_stub():
+    shared, _ = _solution()
+
     def no_workers(path, workers):
         return DataLoader(job_memory.ImageFile(path, mmap=True), batch_size=256)
 
-    assert run_check("09.5", no_workers).message == (
+    assert run_check("09.5", no_workers, workers_memory).message == (
         "the loader's processes while it read: expected 2 workers reading, got 0"
     )
 
@@ -66,16 +74,49 @@ def test_09_5_fails_no_workers_images_changed_and_a_stub():
         images = torch.from_numpy(np.load(path, mmap_mode="r")[:512].copy()).float() / 255
         return DataLoader(images, batch_size=256, num_workers=workers)
 
-    assert run_check("09.5", scaled).message == (
-        "the batches: expected the file's images as stored (uint8, 3 x 64 x 64), got 512 "
-        "images that are not in the file"
+    assert run_check("09.5", scaled, workers_memory).message == (
+        "the reading: expected one whole epoch of the file's images as stored (uint8, 3 x 64 x "
+        "64), got 2 of 2 batches, with other values"
     )
 
-    def stub(path, workers):
+    def eight_batches(loader):
+        run = job_memory.read_loader(loader, 8)
+        return {"own_mib": [p.unshared / 2**20 for p in run.workers], "checksum": run.checksum}
+
+    assert run_check("09.5", shared, eight_batches).message.startswith(
+        "the reading: expected one whole epoch of the file's images as stored (uint8, 3 x 64 x "
+        "64), got 8 of 22 batches"
+    )
+
+    def stub(*args):
         raise NotImplementedError("Exercise 09.5")
 
-    assert run_check("09.5", stub).verdict == NOT_ATTEMPTED
+    assert run_check("09.5", stub, workers_memory).verdict == NOT_ATTEMPTED
+    assert run_check("09.5", shared, stub).verdict == NOT_ATTEMPTED
     assert lesson09.SHARED_LOADER_WORKERS == 2
+
+
+def test_09_5_a_typed_in_or_unmeasured_reading_earns_nothing():
+    shared, _ = _solution()
+    missing = run_check("09.5", shared, lambda loader: None)
+    assert missing.verdict == NOT_ATTEMPTED and "run your loader first" in missing.message
+
+    def typed_in(loader):  # figures typed in, the checksum from the file, no reading
+        total = int(np.load(loader.dataset.path).sum(dtype=np.int64))
+        return {"own_mib": [9.0, 9.0], "checksum": total}
+
+    typed = run_check("09.5", shared, typed_in)
+    assert typed.verdict == "failed"
+    assert typed.message.startswith(
+        "expected your loader read by job_memory.read_loader (the course's measurement)"
+    )
+
+    def figures_of_its_own(loader):  # a real reading, other figures reported
+        run = job_memory.read_loader(loader)
+        return {"own_mib": [1.0, 1.0], "checksum": run.checksum}
+
+    own = run_check("09.5", shared, figures_of_its_own)
+    assert own.message.startswith("'own_mib': expected what read_loader measured, [")
 
 
 def test_the_program_copies_per_worker_or_shares_and_says_so(tmp_path):

@@ -36,8 +36,10 @@ def test_workers_that_each_copy_the_data_set_are_killed_by_the_cgroup(runs):
     assert re.search(r"srun: error: cn\d: task 0: Out Of Memory", copies.output)
     assert "limit of this job step (its cgroup): 1024 MiB" in copies.output
     assert "finished" not in copies.output
-    # the batch script ended with srun's 1 (set -e): the job FAILED; only the step ran out
-    assert "JobState=FAILED ExitCode=1:0" in copies.state or copies.state == "", copies.state
+    # the batch script ended with srun's 1 (set -e): the job FAILED; sacct's record of the
+    # step says what happened to it
+    assert copies.state.startswith("JobState=FAILED ExitCode=1"), copies.state
+    assert re.search(r"\b\d+\.0=OUT_OF_MEMORY\b", copies.state), copies.state
     if copies.kernel:  # dmesg is readable here (root): the kernel names whom it killed
         assert copies.killed() and all(
             re.match(r"(main process|worker \d) \(pid \d+\)", k) for k in copies.killed()
@@ -56,13 +58,14 @@ def test_each_fix_fits_and_says_what_it_held(runs, fix):
 @pytest.mark.slurm
 def test_python_started_by_the_batch_script_is_killed_and_says_how(runs):
     run = runs["no srun"]
-    assert run.exit_code == 1, run.output  # sbatch --wait: the job failed (OUT_OF_MEMORY)
+    assert run.exit_code == 1, run.output  # the job failed (OUT_OF_MEMORY)
     code = re.search(r"exit code of python: (\d+)", run.output)
     if code and code[1] == "137":  # the kernel took the main process: 128 + SIGKILL's 9
         assert re.search(r"^(.*line \d+: +\d+ )?Killed\b", run.output, re.M), run.output
     else:  # it took a worker first: the main process saw it die, said so, and exited 1
         assert code and code[1] == "1" and run.report().killed_worker, run.output
-    assert "JobState=OUT_OF_MEMORY" in run.state or run.state == "", run.state
+    assert run.state.startswith("JobState=OUT_OF_MEMORY"), run.state
+    assert re.search(r"\b\d+\.batch=OUT_OF_MEMORY\b", run.state), run.state
     assert run.report().step.endswith(".batch"), run.report()
 
 

@@ -1,14 +1,20 @@
 """Lesson 09's failures, provoked for real: each ends within its timeouts, is diagnosed with the
-real tools (py-spy, the flight recorder), and leaves no process behind."""
+real tools (py-spy, the flight recorder), and leaves no process behind. The checks of 09.2 and
+09.3 on the learner's own runs (real forked ranks, a job on local ranks), forged runs included."""
 
 import time
+from functools import partial
+from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils import failures, flight_recorder, launching, memory, stacks
+from course_utils import batch, failures, flight_recorder, launching, memory, sbatch, stacks
 from course_utils.grading import NOT_ATTEMPTED, run_check
+from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
 
 
 @pytest.fixture(autouse=True)
@@ -90,21 +96,46 @@ def log_mean_loss(loss, rank, world_size):
     return total.item() / world_size if rank == 0 else None
 
 
-def test_checker_09_2_runs_answers_on_real_ranks():
-    assert run_check("09.2", log_mean_loss).passed
+def run_step(losses, step=log_mean_loss, world_size=None):
+    def on_rank(rank, size):
+        return step(losses[rank], rank, size)
+
+    return launching.run_ranks(on_rank, world_size or len(losses), timeout=3.0)
+
+
+def test_checker_09_2_reads_the_learners_own_run_on_real_ranks():
+    assert run_check("09.2", run_step).passed
 
     def only_rank_0_reduces(loss, rank, world_size):  # the broken step: rank 0 waits in vain
         return log_mean_loss(loss, rank, world_size) if rank == 0 else None
 
-    hangs = run_check("09.2", only_rank_0_reduces)
+    hangs = run_check("09.2", partial(run_step, step=only_rank_0_reduces))
     assert hangs.verdict == "failed"
-    assert hangs.message.startswith("2 ranks: expected every rank to finish within 3 s, got rank 0")
+    assert hangs.message.startswith(
+        "2 ranks with losses the check drew: expected every rank to finish within the run's "
+        "timeout, got rank 0"
+    )
     assert "Timed out" in hangs.message and "all_reduce on every rank" in hangs.message
 
     def stub(loss, rank, world_size):
         raise NotImplementedError("Exercise 09.2")
 
-    assert run_check("09.2", stub).verdict == NOT_ATTEMPTED
+    assert run_check("09.2", partial(run_step, step=stub)).verdict == NOT_ATTEMPTED
+
+
+def test_checker_09_2_fails_ranks_that_answer_without_the_collective_or_too_few():
+    """A rank that returns the expected mean from what the kernel handed it, without a
+    collective: the ranks' flight records show no all_reduce."""
+
+    def from_the_closure(losses):
+        mean = sum(losses) / len(losses)
+        return launching.run_ranks(lambda rank, size: mean if rank == 0 else None, len(losses))
+
+    closure = run_check("09.2", from_the_closure)
+    assert closure.verdict == "failed"
+    assert "every rank entering the same collectives (all_reduce)" in closure.message
+    two_only = run_check("09.2", partial(run_step, world_size=2))
+    assert two_only.message.startswith("3 ranks with losses the check drew: expected 3 ranks")
 
 
 def test_peak_memory_of_accumulation_and_checkpointing():
@@ -139,3 +170,65 @@ def test_forked_ranks_from_inside_a_job_form_a_group_of_their_own(monkeypatch):
         return rank, size, os.environ.get("SLURM_NTASKS"), os.environ.get("RANK")
 
     assert launching.run_ranks(who, timeout=20) == [(0, 2, None, None), (1, 2, None, None)]
+
+
+# ---- 09.3 on local ranks (submitted to Slurm: test_failures_slurm.py) ------------------------
+
+
+def solution(exercise: str) -> dict:
+    """The names the solution's exercise cell defines (with the notebook's imports it uses)."""
+    nb = nbformat.read(REPO_ROOT / "solutions" / "09_when_jobs_fail.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if course_meta(c).get("exercise") == exercise)
+    namespace = {"batch": batch, "failures": failures, "sbatch": sbatch, "Path": Path}
+    exec(cell.source, namespace)
+    return namespace
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COURSE_LAUNCHER", "local")
+    return tmp_path
+
+
+def test_checker_09_3_runs_the_learners_job_on_local_ranks(here):
+    answer = solution("09.3")
+    done = run_check("09.3", answer["repaired_script"], answer["run_repaired"], seed=12345)
+    assert done.passed, done.message
+    job = answer["run_repaired"](failures.BROKEN_BATCH_SCRIPT, str(here), 12345)
+    sums = {line.split(",")[-1] for line in job.output.splitlines() if "finished" in line}
+    assert len(sums) == 1, job.output  # both ranks end with the same parameters
+
+
+def test_checker_09_3_fails_a_job_of_one_rank_and_a_rank_that_only_prints_the_line(
+    here, monkeypatch
+):
+    answer = solution("09.3")
+
+    def alone(script, folder, seed):  # the batch script's python: one process, not two ranks
+        options = ["--timeout", 20, "--seed", seed]
+        return batch.local_run("alone", failures.PROGRAM, options, batch.Shape(1, 1))
+
+    one = run_check("09.3", answer["repaired_script"], alone, seed=7)
+    assert one.message.endswith("got course_utils.jobs.faulty_ddp on 1 x 1"), one.message
+
+    # A program of the learner's own that prints what a healthy rank prints, and exits.
+    (here / "fake_rank.py").write_text(
+        "import os\n"
+        "from course_utils.grading.checks import lesson09_harness as h\n"
+        "if __name__ == '__main__':  # the fork server imports it first\n"
+        "    seed = int(os.environ['SEED'])\n"
+        "    total = h.trained_sum(seed, 2)\n"
+        "    print(f\"rank {os.environ['RANK']}: finished, seed {seed}, \"\n"
+        '          f"parameter sum {total:.6f}")\n'
+    )
+    monkeypatch.syspath_prepend(str(here))
+
+    def printer(script, folder, seed):
+        environ = {"SEED": str(seed)}
+        return batch.local_run("fake", "fake_rank", [], batch.Shape(1, 2), environ=environ)
+
+    assert printer("", str(here), 7).output.count("parameter sum") == 2  # it does print them
+    fake = run_check("09.3", answer["repaired_script"], printer, seed=7)
+    assert fake.verdict == "failed"
+    assert fake.message.endswith("got fake_rank on 1 x 2"), fake.message

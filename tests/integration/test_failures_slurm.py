@@ -1,16 +1,19 @@
 """Lesson 09 on a real Slurm cluster (`.ci/slurm-cluster.sh start`): the stacks of every rank of
-a deliberately hung job (slurm/stacks.sh), and the lesson's broken batch script, which hangs at
-start-up, next to the solution's repair, which completes."""
+a deliberately hung job (slurm/stacks.sh), the lesson's broken batch script, which hangs at
+start-up, next to the solution's repair, which completes, and the 09.3 check of the learner's
+own submission, read from the job's output and from the scheduler's record (sacct)."""
 
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
 from slurm_utils import REPO, cancel, submit, submit_detached, wait_for_text
 
-from course_utils import failures, stacks
+from course_utils import batch, failures, sbatch, stacks
+from course_utils.grading import run_check
 from course_utils.tooling.release import course_meta
 
 CPU = {"COURSE_DEVICE": "cpu"}
@@ -68,12 +71,16 @@ def test_stacks_of_every_rank_of_a_hung_job(tmp_path):
         cancel(job_id)
 
 
-def _solutions_repaired_script() -> str:
+def _solution() -> dict:
     nb = nbformat.read(REPO / "solutions" / "09_when_jobs_fail.ipynb", as_version=4)
     cell = next(c for c in nb.cells if course_meta(c).get("exercise") == "09.3")
-    namespace: dict = {}
+    namespace: dict = {"batch": batch, "failures": failures, "sbatch": sbatch, "Path": Path}
     exec(cell.source, namespace)
-    return namespace["repaired_script"](failures.BROKEN_BATCH_SCRIPT)
+    return namespace
+
+
+def _solutions_repaired_script() -> str:
+    return _solution()["repaired_script"](failures.BROKEN_BATCH_SCRIPT)
 
 
 @pytest.mark.slurm
@@ -95,3 +102,20 @@ def test_broken_batch_script_hangs_and_the_repair_completes(tmp_path):
         assert "rank 1/2: started" not in output.read_text()
     finally:
         cancel(job_id)
+
+
+@pytest.mark.slurm
+def test_checker_09_3_submits_the_learners_job_and_reads_sacct(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the notebook's folder: the job's output goes to runs/09/jobs
+    monkeypatch.setenv("COURSE_LAUNCHER", "slurm")
+    answer = _solution()
+    done = run_check("09.3", answer["repaired_script"], answer["run_repaired"], seed=2024)
+    assert done.passed, done.message
+    logs = list((tmp_path / "runs" / "09" / "jobs").glob("ddp-repaired-*.out"))
+    assert logs and "seed 2024, parameter sum" in logs[0].read_text()
+
+    def an_old_job(script, folder, seed):  # a finished job of someone else's, its id typed in
+        return batch.Job("ddp-repaired", "slurm", 0, logs[0].read_text(), 1.0, "1", "COMPLETED")
+
+    forged = run_check("09.3", answer["repaired_script"], an_old_job, seed=2024)
+    assert forged.verdict == "failed" and "that no run of theirs made" in forged.message

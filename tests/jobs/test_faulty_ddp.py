@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from course_utils.jobs import faulty_ddp, stacks
 
@@ -33,3 +34,12 @@ def test_stacks_usage_and_a_job_with_no_rank_here(capsys):
     assert stacks.job_ranks("999999999", "nowhere") == {}
     assert stacks.main(["999999999"]) == 1
     assert "no rank of job 999999999 runs on" in capsys.readouterr().out
+
+
+def test_each_rank_reads_a_batch_of_its_own_drawn_from_the_seed():
+    args = faulty_ddp.parse_args(["--seed", "7"])
+    assert args.seed == 7 and faulty_ddp.parse_args([]).seed == 0
+    rank0, rank1 = (faulty_ddp.load_next_batch(1, seed=7, rank=r) for r in (0, 1))
+    assert not torch.equal(rank0, rank1)
+    assert torch.equal(rank0, faulty_ddp.load_next_batch(1, seed=7, rank=0))
+    assert not torch.equal(rank0, faulty_ddp.load_next_batch(1, seed=8, rank=0))

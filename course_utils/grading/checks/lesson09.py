@@ -1,60 +1,43 @@
 """Checkers of lesson 09, when jobs fail.
 
-09.1 reads real logs: the runs recorded in lesson09_runs/ (made by `record_runs`, below, with
-the course's faulty_ddp under torchrun) and those the learner's notebook just made, each with
-the truth its program wrote. 09.2 runs the learner's function on real forked ranks (gloo)
-under a timeout. 09.3 reads a batch script with the rules of failures.batch_script_problems
-(tests/integration/test_failures_slurm.py submits the lesson's broken and repaired scripts to
-a real Slurm). 09.4 compares gradients with one backward over the whole batch. 09.5 runs the
-learner's DataLoader for a whole epoch on a file of images written for the check and measures
-what each worker holds of its own while it reads (job_memory.read_loader): a run here, with
-workers forked from the kernel, since a job's cgroup counts the same pages (no Slurm needed;
-course_utils/reference/cluster_loader_oom.json is that job, recorded on the test cluster).
+09.1 (code) reads real logs: the runs recorded in lesson09_runs/ (lesson09_harness.record_runs:
+the course's faulty_ddp under torchrun) and those the learner's notebook just made (read by a
+probe from their folder), each with the truth its program wrote.
+09.2 (run): the learner's `run_step(losses)` runs their repaired step on real forked gloo ranks
+(launching.run_ranks) at losses the check draws; the check reads what each rank returned and,
+from each rank's flight record, the collectives it entered.
+09.3 (run): the learner's repaired script is read as sbatch reads it (failures.
+batch_script_problems, a --time of at most 5 minutes), then their `run_repaired` runs it: submitted
+where Slurm answers, else its program on local ranks (batch.local_run), with a seed the check
+draws. Every rank must print the parameter sum the check computes itself for that seed; on Slurm
+the scheduler's record (sacct) must show the job COMPLETED with a step of the 2 tasks it asked for.
+09.4 (code) compares gradients with one backward over the whole batch.
+09.5 (run): the learner's `workers_memory` measures their loader with job_memory.read_loader over
+a file written at the check's seed; the check holds the reading against the file's own sum and
+against its own reading of a loader that shares the same file (lesson09_harness).
+The probes and the judge's own runs are in lesson09_harness.py.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
-import tempfile
-from pathlib import Path
+import random
 
-import numpy as np
 import torch
-from torch import nn
-from torch.utils.data import DataLoader
 
-from course_utils import failures, job_memory, launching, memory, paths, sbatch
-from course_utils.files import atomic_write_text
-from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out
+from course_utils import failures, memory, sbatch
+from course_utils.grading import (
+    CheckFailed,
+    NotAttempted,
+    call_answer,
+    exercise,
+    expect,
+    held_out,
+    run_probe,
+)
+from course_utils.grading.checks import lesson09_harness as harness
 
-RECORDED_RUNS = Path(__file__).with_name("lesson09_runs")
-RECORDED_FAULTS = [(fault, rank) for fault in failures.CAUSES for rank in (0, 1)]
-
-
-def record_runs(destination=RECORDED_RUNS) -> None:
-    """Provoke every fault on rank 0 and on rank 1 and keep each log with its truth, paths
-    written as a learner reads them on their own copy (paths.as_learner_sees):
-    python -c "from course_utils.grading.checks.lesson09 import record_runs; record_runs()" """
-    destination = Path(destination)
-    with tempfile.TemporaryDirectory() as tmp:
-        for fault, rank in RECORDED_FAULTS:
-            debug = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if fault == "mismatch" else {}
-            failures.provoke(fault, Path(tmp) / f"rank{rank}", faulty_rank=rank, env=debug)
-            target = destination / f"{fault}-rank{rank}"
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(Path(tmp) / f"rank{rank}" / fault, target)
-            for log in (target / "output.log", target / "stacks.json"):
-                if log.is_file():
-                    text = log.read_text().replace(f"{tmp}/", "runs/09/")
-                    atomic_write_text(log, paths.as_learner_sees(text))
-
-
-def _runs(folder) -> list[failures.FailureRun]:
-    runs = failures.load_runs(RECORDED_RUNS)
-    if folder is not None:
-        runs += failures.load_runs(folder)
-    return runs
+# ---- 09.1 ---------------------------------------------------------------------------------
 
 
 def _hint(run: failures.FailureRun, rank) -> str:
@@ -69,179 +52,328 @@ def _hint(run: failures.FailureRun, rank) -> str:
 @exercise("09.1", "name the failing rank and the cause from a job's log")
 def check_diagnose(diagnose, runs_folder=None):
     causes = sorted(set(failures.CAUSES.values()))
-    runs = _runs(runs_folder)
+    runs = failures.load_runs(harness.RECORDED_RUNS)
     expect(bool(runs), "the course's recorded runs", "none (is the package installed whole?)")
+    if runs_folder is not None:
+        for found in run_probe(harness.notebook_runs, runs_folder):
+            truth = found["truth"]
+            runs.append(failures.FailureRun(found["name"], found["output"], -1, 0.0, truth))
     for run in runs:
         got = call_answer(diagnose, run.output)
         what = f"the log of run {run.name!r}"
-        expect(isinstance(got, tuple) and len(got) == 2, "a tuple (rank, cause)", repr(got), what)
+        pair = type(got) in (tuple, list) and len(got) == 2
+        expect(pair, "a tuple (rank, cause)", repr(got), what)
         rank, cause = got
-        cause = cause.strip().lower() if isinstance(cause, str) else cause
+        expect(type(rank) is int, "the rank as an int", repr(rank), what)
+        expect(type(cause) is str, "the cause as a str", repr(cause), what)
+        cause = cause.strip().lower()
         expect(cause in causes, f"a cause among {causes}", repr(got[1]), what)
         want = (run.faulty_rank, run.cause)
         expect((rank, cause) == want, want, f"{(rank, cause)}{_hint(run, rank)}", what)
     return "named the failing rank and the cause in every log: the course's and this notebook's"
 
 
-def _mean_loss_on_ranks(log_mean_loss, world_size: int) -> list:
-    """Each rank's loss is rank + 1; every rank calls the answer, as a training loop would."""
-    return launching.run_ranks(
-        lambda rank, size: log_mean_loss(float(rank + 1), rank, size), world_size, timeout=3.0
+# ---- 09.2 ---------------------------------------------------------------------------------
+
+LOSS_RANKS = (2, 3)  # two runs: a step right for 2 ranks only (a mean over 2) fails on 3
+
+
+def _losses(world_size: int, rng: random.Random) -> list[float]:
+    return [round(rng.uniform(0.5, 9.5), 3) for _ in range(world_size)]
+
+
+def _judge_loss_run(run: dict, losses: list[float]) -> None:
+    world_size, what = len(losses), f"{len(losses)} ranks with losses the check drew"
+    expect(
+        "failed" not in run,
+        "every rank to finish within the run's timeout",
+        f"{run.get('failed')}. Every rank must call the same collectives in the same order: "
+        "all_reduce on every rank, then only rank 0 uses the result",
+        what,
+    )
+    ranks = run["ranks"]
+    pids = {r["pid"] for r in ranks}
+    expect(
+        len(ranks) == world_size and len(pids) == world_size and run["parent"] not in pids,
+        f"{world_size} ranks, each a process of its own",
+        f"{len(ranks)} results from {len(pids)} processes",
+        what,
+    )
+    entered = [r["collectives"] for r in ranks]
+    if entered[0] is not None:  # this PyTorch keeps a flight record for gloo
+        expect(
+            all(entered) and all(e == entered[0] for e in entered),
+            "every rank entering the same collectives (all_reduce), as its flight record shows",
+            f"{dict(enumerate(entered))}: the mean must come from the ranks, through a "
+            "collective every rank calls",
+            what,
+        )
+    got, want = run["returned"], sum(losses) / world_size
+    mean = got[0]
+    right = type(mean) is float and math.isclose(mean, want, rel_tol=1e-5)
+    others = all(r is None for r in got[1:])
+    expect(
+        right and others,
+        f"[{want:.4f}] + [None] * {world_size - 1} (the mean on rank 0, None elsewhere)",
+        repr(got),
+        what,
     )
 
 
-@exercise("09.2", "repair a step that hangs: a collective on every rank")
-def check_log_mean_loss(log_mean_loss):
-    expect(callable(log_mean_loss), "a function", type(log_mean_loss).__name__)
-    for world_size in (2, 3):
-        try:
-            got = _mean_loss_on_ranks(log_mean_loss, world_size)
-        except launching.RanksFailed as e:
+@exercise("09.2", "repair a step that hangs: a collective on every rank, run on real ranks")
+def check_run_step(run_step, draw=None):
+    """`run_step(losses)` runs the learner's step on len(losses) real ranks (run_ranks) and
+    returns what each rank returned; `draw` (a random.Random) picks the losses (tests)."""
+    rng = draw or random.Random()  # fresh losses at each check: a table of answers cannot match
+    for world_size in LOSS_RANKS:
+        losses = _losses(world_size, rng)
+        report = run_probe(harness.run_step_on_ranks, run_step, losses=losses)
+        runs = report["runs"]
+        if not runs:
+            if report["returned"] is None:
+                raise NotAttempted(
+                    "run your step on real ranks first: run_step(losses) runs log_mean_loss "
+                    "with launching.run_ranks and returns what it returned"
+                )
             raise CheckFailed(
-                f"{world_size} ranks: expected every rank to finish within 3 s, got {e}. Every "
-                "rank must call the same collectives in the same order: all_reduce on every "
-                "rank, then only rank 0 uses the result"
-            ) from None
-        want = [(1 + world_size) / 2] + [None] * (world_size - 1)
-        ok = got[1:] == want[1:] and isinstance(got[0], float) and math.isclose(got[0], want[0])
-        expect(ok, want, got, f"{world_size} ranks with losses 1..{world_size}")
-    return "every rank calls all_reduce; rank 0 returns the mean (real gloo ranks, within 3 s)"
+                f"{world_size} ranks: expected a run of launching.run_ranks, got "
+                f"{report['returned']!r} with no ranks started: run the step on real ranks"
+            )
+        run = runs[-1]
+        if "failed" not in run:
+            expect(
+                report["returned"] == run["returned"],
+                "what launching.run_ranks returned",
+                repr(report["returned"]),
+                f"{world_size} ranks",
+            )
+        _judge_loss_run(run, losses)
+    return (
+        "your run: every rank called the collective and finished; rank 0 returned the mean of "
+        "the losses the check drew, on 2 and on 3 real ranks"
+    )
 
 
-@exercise("09.3", "repair a batch script that hangs at start-up")
-def check_repaired_script(repaired_script):
-    got = call_answer(repaired_script, failures.BROKEN_BATCH_SCRIPT)
-    expect(isinstance(got, str), "the repaired script as a str", type(got).__name__)
+# ---- 09.3 ---------------------------------------------------------------------------------
+
+MAX_MINUTES = 5  # the exercise asks for a --time of 5 minutes
+SEED_WORDS = '"$@"'  # how a batch script passes its own arguments on
+
+
+def _check_script(got) -> None:
+    expect(type(got) is str, "the repaired script as a str", type(got).__name__)
     problems = failures.batch_script_problems(got)
     expect(not problems, "no problem left", problems[0] if problems else "")
-    tasks = sbatch.read_request(got).tasks
-    expect(tasks == 2, "2 tasks, as before (--ntasks-per-node=2 on 1 node)", f"{tasks} tasks")
+    try:
+        request = sbatch.read_request(got)
+    except ValueError as e:
+        raise CheckFailed(f"expected a header sbatch can read, got: {e}") from None
+    expect(
+        request.tasks == 2 and request.nodes == 1,
+        "2 tasks on 1 node, as before (--ntasks-per-node=2)",
+        f"{request.tasks} tasks on {request.nodes} node(s)",
+    )
+    minutes = request.minutes
+    expect(
+        minutes is not None and 0 < minutes <= MAX_MINUTES,
+        f"a --time of at most {MAX_MINUTES} minutes (00:05:00): a hung job holds its node no "
+        "longer than it needs",
+        "no --time" if minutes is None else f"--time={request.options['--time']}",
+    )
     srun = [line for line in got.splitlines() if line.lstrip().startswith("srun ")]
     expect(
         len(srun) == 1 and "course_utils.jobs.faulty_ddp" in srun[0],
         "one srun line that starts python -m course_utils.jobs.faulty_ddp",
         srun or "no srun line",
     )
-    return "every #SBATCH line is read, srun starts one task per rank, each reads its own rank"
+    expect(
+        SEED_WORDS in srun[0],
+        'the srun line passing the script\'s own arguments on ("$@"): the check submits it '
+        "with --seed N",
+        repr(srun[0].strip()),
+    )
 
 
-def _recording_model():
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
-    seen = []
-    model.register_forward_pre_hook(lambda module, args: seen.append(len(args[0])))
-    return model, seen
+@exercise(
+    "09.3",
+    "repair a batch script that hangs at start-up, and run it",
+    allows=("opens or removes files",),
+    reference=(r"trained_sum\(", r"lesson09_harness"),
+)
+def check_repaired_script(repaired_script, run_repaired, seed=None):
+    got = call_answer(repaired_script, failures.BROKEN_BATCH_SCRIPT)
+    _check_script(got)
+    seed = random.randrange(1, 10**6) if seed is None else seed
+    ran = run_probe(harness.run_the_job, run_repaired, script=got, seed=seed)
+    if ran is None:
+        raise NotAttempted(
+            "run your repaired script first: run_repaired must return the job that "
+            "batch.submit or batch.local_run gave it"
+        )
+    expect(
+        ran["started"],
+        "the job batch.submit or batch.local_run returned",
+        f"a {ran.get('kind')} that no run of theirs made",
+    )
+    tail = "\n".join(ran["output"].splitlines()[-6:])
+    expect(ran["returncode"] == 0, "the job to end well", f"exit code {ran['returncode']}: {tail}")
+    if ran["route"] == "local":
+        expect(
+            ran["module"] == failures.PROGRAM and (ran["nodes"], ran["ranks"]) == (1, 2),
+            f"{failures.PROGRAM} on 1 node x 2 ranks, as the script asks",
+            f"{ran['module']} on {ran['nodes']} x {ran['ranks']}",
+        )
+    else:
+        expect(ran["script"] == got, "your repaired script submitted", "another script")
+    sums, want = harness.rank_sums(ran["output"]), harness.trained_sum(seed, world_size=2)
+    expect(
+        sorted(sums) == [0, 1],
+        "ranks 0 and 1 each printing 'rank R: finished, seed S, parameter sum X'",
+        f"those lines from ranks {sorted(sums)}: {tail}",
+    )
+    for rank, (used, total) in sorted(sums.items()):
+        expect(
+            used == seed,
+            f"rank {rank} trained from the check's seed (passed as --seed)",
+            f"seed {used}: pass the script's arguments on to the program",
+        )
+        expect(
+            abs(total - want) < 1e-4,
+            f"rank {rank}'s parameter sum after 3 steps of 2 ranks at that seed, {want:.6f}",
+            f"{total:.6f}",
+        )
+    if ran["route"] == "slurm":
+        harness.scheduler_says(ran["job_id"], tasks=2)
+    return (
+        "every #SBATCH line is read, --time at most 5 minutes, srun starts one task per rank; "
+        "your job ran and both ranks trained together from the check's seed"
+    )
 
 
-@exercise("09.4", "gradient accumulation that matches the big batch")
+# ---- 09.4 ---------------------------------------------------------------------------------
+
+
+def _judge_accumulation(accumulate_gradients, rows: int, micro_batches: int, seed: int) -> None:
+    want = harness.big_batch_gradients(rows, seed)
+    got = run_probe(
+        harness.accumulate, accumulate_gradients, rows=rows, micro_batches=micro_batches, seed=seed
+    )
+    seen, grads = got["seen"], got["grads"]
+    what = f"{rows} rows in {micro_batches} micro-batches"
+    largest = math.ceil(rows / micro_batches)
+    expect(
+        bool(seen) and max(seen) <= largest,
+        f"batches of at most {largest} rows",
+        f"batches of {seen}",
+        what,
+    )
+    expect(sum(seen) == rows, f"all {rows} rows used once", f"{sum(seen)} rows", what)
+    expect(all(type(g) is torch.Tensor for g in grads), "a .grad on every parameter", "None", what)
+    worst = memory.max_relative_difference(grads, want)
+    expect(
+        worst < 1e-5,
+        "the big batch's gradients (relative difference < 1e-5)",
+        f"a relative difference of {worst:.2g}; weight each micro-batch's mean loss by "
+        "its share of the rows (len(chunk) / len(inputs))",
+        what,
+    )
+
+
+@exercise(
+    "09.4",
+    "gradient accumulation that matches the big batch",
+    reference=(r"accumulation_step\(",),
+)
 def check_accumulate_gradients(accumulate_gradients):
-    g = torch.Generator().manual_seed(0)
-    for rows, micro_batches in ((12, 4), (10, 4)):  # 10 rows: chunks of 3, 3, 3 and 1
-        x, y = torch.randn(rows, 3, generator=g), torch.randn(rows, 2, generator=g)
-        model, _ = _recording_model()
-        nn.functional.mse_loss(model(x), y).backward()
-        want = memory.gradients(model)
-        model, seen = _recording_model()
-        call_answer(accumulate_gradients, model, x, y, micro_batches)
-        what = f"{rows} rows in {micro_batches} micro-batches"
-        largest = math.ceil(rows / micro_batches)
-        expect(
-            bool(seen) and max(seen) <= largest,
-            f"batches of at most {largest} rows",
-            f"batches of {seen}",
-            what,
-        )
-        expect(sum(seen) == rows, f"all {rows} rows used once", f"{sum(seen)} rows", what)
-        grads = [p.grad for p in model.parameters()]
-        expect(all(gr is not None for gr in grads), "a .grad on every parameter", "None", what)
-        worst = memory.max_relative_difference(grads, want)
-        expect(
-            worst < 1e-5,
-            "the big batch's gradients (relative difference < 1e-5)",
-            f"a relative difference of {worst:.2g}; weight each micro-batch's mean loss by "
-            "its share of the rows (len(chunk) / len(inputs))",
-            what,
-        )
+    for seed, (rows, micro_batches) in enumerate(((12, 4), (10, 4))):  # 10 rows: 3, 3, 3 and 1
+        _judge_accumulation(accumulate_gradients, rows, micro_batches, seed)
     return "micro-batch gradients add up to the big batch's, uneven last chunk included"
 
 
+# ---- 09.5 ---------------------------------------------------------------------------------
+
 SHARED_LOADER_MIB = 64  # the check's file: a copy per worker stands far above the workers' own
 SHARED_LOADER_WORKERS = 2  # heap (about 10 MiB each, batches included)
-SHARED_LOADER_SHAPE = (3, 64, 64)  # 5,461 images
-SHARED_LOADER_BATCHES = 4 * SHARED_LOADER_WORKERS  # read at most: fast for any batch size
+OWN_SLACK_MIB = 16  # a worker's own memory may exceed the judge's sharing loader's by this much
 
 
-def image_fingerprints(images) -> np.ndarray:
-    """One number per image: a fixed random weighting of 256 of its pixels. Two random images
-    of the file never share one; an image moved, flipped or reordered does not keep its own."""
-    flat = np.asarray(images).reshape(len(images), -1)
-    rng = np.random.default_rng(9)
-    pixels = rng.choice(flat.shape[1], 256, replace=False)
-    return flat[:, pixels].astype(np.int64) @ rng.integers(1, 2**20, 256)
-
-
-def judge_shared_loader(
-    run: job_memory.LoaderRun, unknown: int, workers: int, batch_mib: int
-) -> None:
-    """CheckFailed unless every image read is one of the file's, as stored, and no worker held a
-    copy of the file. unknown: how many images read were not among the file's; batch_mib: the
-    size of one batch."""
+def _reading(report: dict) -> dict:
+    if report["reported"] is None:
+        raise NotAttempted(
+            "run your loader first: workers_memory(loader) reads it with "
+            "job_memory.read_loader and returns what that reading measured"
+        )
+    yours = [r for r in report["readings"] if r["yours"]]
     expect(
-        len(run.workers) == workers,
+        bool(yours),
+        "your loader read by job_memory.read_loader (the course's measurement)",
+        f"{report['reported']!r} with no reading of your loader",
+    )
+    return yours[-1]
+
+
+def judge_shared_loader(report: dict, own: dict, file_sum: int, workers: int) -> None:
+    """CheckFailed unless the learner's reading is what it reports, covers the file's images as
+    stored, and finds no worker holding much more than the judge's own sharing loader."""
+    reading = _reading(report)
+    reported = report["reported"]
+    what = f"{workers} workers on a {SHARED_LOADER_MIB} MiB file"
+    expect(
+        type(reported) is dict and type(reported.get("own_mib")) is list,
+        "a dict with 'own_mib' (each worker's own MiB) and 'checksum', from the reading",
+        repr(reported)[:200],
+    )
+    own_mib = reported["own_mib"]
+    same = len(own_mib) == len(reading["own_mib"]) and all(
+        type(m) in (int, float) and abs(m - r) < 0.5 for m, r in zip(own_mib, reading["own_mib"])
+    )
+    expect(same, f"what read_loader measured, {reading['own_mib']}", own_mib, "'own_mib'")
+    expect(
+        reported.get("checksum") == reading["checksum"],
+        "read_loader's checksum",
+        repr(reported.get("checksum")),
+        "'checksum'",
+    )
+    expect(
+        len(reading["own_mib"]) == workers,
         f"{workers} workers reading",
-        f"{len(run.workers)}",
+        f"{len(reading['own_mib'])}",
         "the loader's processes while it read",
     )
     expect(
-        unknown == 0,
-        "the file's images as stored (uint8, 3 x 64 x 64)",
-        f"{unknown} images that are not in the file",
-        "the batches",
+        reading["batches"] == report["length"] and reading["checksum"] == file_sum,
+        "one whole epoch of the file's images as stored (uint8, 3 x 64 x 64)",
+        f"{reading['batches']} of {report['length']} batches, with other values",
+        "the reading",
     )
-    own = [p.unshared // job_memory.MiB for p in run.workers]
-    limit = SHARED_LOADER_MIB // 2 + 2 * batch_mib  # a worker builds its batches in its own memory
+    limit = max(own["own_mib"]) + OWN_SLACK_MIB
+    worst = max(reading["own_mib"])
     expect(
-        max(own) < limit,
-        f"each worker under {limit} MiB of its own (half the file, and two batches it builds)",
-        f"{own} MiB: each worker holds a copy of the {SHARED_LOADER_MIB} MiB file. Map it "
-        "(np.load(path, mmap_mode='r'), opened in each worker) or load it once in the main "
-        "process before the workers start, so they read the same pages",
-        f"{workers} workers on a {SHARED_LOADER_MIB} MiB file",
+        worst < limit,
+        f"each worker holding about what the check's own sharing loader's workers held "
+        f"(under {OWN_SLACK_MIB} MiB more)",
+        f"{[round(m) for m in reading['own_mib']]} MiB: each worker holds a copy of the "
+        f"{SHARED_LOADER_MIB} MiB file. Map it (np.load(path, mmap_mode='r'), opened in each "
+        "worker) or load it once in the main process before the workers start, so they read "
+        "the same pages",
+        what,
     )
 
 
-@exercise("09.5", "DataLoader workers that share the data set instead of copying it")
-def check_shared_loader(shared_loader):
-    workers, unknown, batch_bytes = SHARED_LOADER_WORKERS, [], []
-    with tempfile.TemporaryDirectory(prefix="check-09.5-") as tmp:
-        path = job_memory.write_images(
-            Path(tmp) / "images.npy", SHARED_LOADER_MIB, SHARED_LOADER_SHAPE
-        )
-        known = set(image_fingerprints(np.load(path, mmap_mode="r")).tolist())
-
-        def look(batch):
-            batch_bytes.append(batch.nbytes if isinstance(batch, torch.Tensor) else 0)
-            if not (
-                isinstance(batch, torch.Tensor)
-                and batch.dtype == torch.uint8
-                and tuple(batch.shape[1:]) == SHARED_LOADER_SHAPE
-            ):
-                unknown.append(len(batch))
-                return
-            found = image_fingerprints(batch.numpy()).tolist()
-            unknown.append(sum(f not in known for f in found))
-
-        loader = call_answer(shared_loader, path, workers)
-        expect(
-            isinstance(loader, DataLoader), "a torch.utils.data.DataLoader", type(loader).__name__
-        )
-        run = job_memory.read_loader(loader, SHARED_LOADER_BATCHES, on_batch=look)
-        del loader  # its workers end before the file goes
-    judge_shared_loader(run, sum(unknown), workers, max(batch_bytes, default=0) // job_memory.MiB)
+@exercise("09.5", "DataLoader workers that share the data set instead of copying it, measured")
+def check_shared_loader(shared_loader, workers_memory, seed=None):
+    seed = random.randrange(1, 10**6) if seed is None else seed
+    workers, mib = SHARED_LOADER_WORKERS, SHARED_LOADER_MIB
+    report = run_probe(
+        harness.measure_loader, shared_loader, workers_memory, seed=seed, mib=mib, workers=workers
+    )
+    expect(report["loader"] == "DataLoader", "a torch.utils.data.DataLoader", report["loader"])
+    reading = _reading(report)
+    own = harness.own_loader_reading(seed, mib, workers, reading["rows"])
+    judge_shared_loader(report, own, harness.file_sum(seed, mib), workers)
     return (
-        f"{workers} workers read the file's images and none held a copy of the "
-        f"{SHARED_LOADER_MIB} MiB file (measured here, in workers forked from this kernel; a "
-        "job's cgroup counts the same pages)"
+        f"your reading: {workers} workers read the whole file, and none held a copy of the "
+        f"{mib} MiB file (held against the check's own reading of a loader that shares it)"
     )
 
 
@@ -254,16 +386,4 @@ def held_out_accumulate_gradients(rng, accumulate_gradients):
     sizes (12 rows in 4, 10 in 4), weighted equally, fail them."""
     micro_batches = rng.randint(2, 5)
     rows = micro_batches * rng.randint(micro_batches, 6) + rng.randint(1, micro_batches - 1)
-    g = torch.Generator().manual_seed(rng.randrange(2**31))
-    x, y = torch.randn(rows, 3, generator=g), torch.randn(rows, 2, generator=g)
-    model, _ = _recording_model()
-    nn.functional.mse_loss(model(x), y).backward()
-    want = memory.gradients(model)
-    model, seen = _recording_model()
-    call_answer(accumulate_gradients, model, x, y, micro_batches)
-    what = f"{rows} rows in {micro_batches} micro-batches"
-    expect(sum(seen) == rows, f"all {rows} rows used once", f"{sum(seen)} rows", what)
-    grads = [p.grad for p in model.parameters()]
-    expect(all(gr is not None for gr in grads), "a .grad on every parameter", "None", what)
-    worst = memory.max_relative_difference(grads, want)
-    expect(worst < 1e-5, "the big batch's gradients", f"a relative difference of {worst:.2g}", what)
+    _judge_accumulation(accumulate_gradients, rows, micro_batches, rng.randrange(2**31))

@@ -1,0 +1,152 @@
+"""Forged runs of lesson 09's run exercises, graded in the sandbox: none may earn a point
+without a flag.
+
+Issue 30's classes of forged evidence, on 09.2 (the learner's step run on real ranks), 09.3
+(their repaired batch script run as a job) and 09.5 (their loader measured):
+- a typed-in result: what the run would return, computed in the kernel with no run at all
+  (the mean of the losses, a hand-made `batch.Job` whose output holds the expected lines, the
+  memory figures with the file's checksum read by NumPy);
+- a rank that prints (or returns) the expected line and exits: ranks that return the mean
+  they were handed without the collective, a program of the learner's own on local ranks that
+  prints each rank's closing line, a reading of another loader than theirs.
+Everything else in those notebooks is the released stub, so no honest point is there to earn.
+"""
+
+from __future__ import annotations
+
+import csv
+import textwrap
+
+import nbformat
+import pytest
+
+from course_utils.cli import main
+from course_utils.paths import REPO_ROOT
+from course_utils.tooling.release import course_meta
+
+pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
+RELEASE = REPO_ROOT / "notebooks" / "09_when_jobs_fail.ipynb"
+
+SCRIPT = '''
+def repaired_script(broken):
+    return """\\
+#!/bin/bash
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --time=00:05:00
+source "${COURSE_DIR:-.}/slurm/config.sh"
+course_activate
+course_master
+srun python -m course_utils.jobs.faulty_ddp --timeout 20 "$@"
+"""
+'''
+
+TYPED_IN = {  # results made in the kernel, no run
+    "09.2": """
+        def log_mean_loss(loss, rank, world_size):
+            return None
+
+        def run_step(losses):
+            return [sum(losses) / len(losses)] + [None] * (len(losses) - 1)
+        """,
+    "09.3": SCRIPT
+    + """
+def run_repaired(script, folder, seed):
+    lines = "".join(f"rank {r}: finished, seed {seed}, parameter sum 0.123456\\n" for r in (0, 1))
+    return batch.Job("ddp-repaired", "local", 0, lines, 1.0)
+""",
+    "09.5": """
+        import numpy as np
+
+        def shared_loader(path, workers):
+            return DataLoader(job_memory.ImageFile(path, mmap=True), batch_size=256,
+                              num_workers=workers)
+
+        def workers_memory(loader):
+            total = int(np.load(loader.dataset.path).sum(dtype=np.int64))
+            return {"own_mib": [9.0, 9.0], "checksum": total}
+        """,
+}
+PRINTS_THE_LINE = {  # real processes that say what a healthy run says, without doing it
+    "09.2": """
+        def log_mean_loss(loss, rank, world_size):
+            return None
+
+        def run_step(losses):
+            mean = sum(losses) / len(losses)
+            return launching.run_ranks(lambda rank, size: mean if rank == 0 else None,
+                                       len(losses), timeout=3.0)
+        """,
+    "09.3": SCRIPT
+    + """
+FAKE = '''
+import os
+from course_utils.grading.checks import lesson09_harness as h
+if __name__ == "__main__":  # the fork server imports the module first
+    seed = int(os.environ["SEED"])
+    total = h.trained_sum(seed, 2)
+    print(f"rank {os.environ['RANK']}: finished, seed {seed}, parameter sum {total:.6f}")
+'''
+
+
+def run_repaired(script, folder, seed):
+    Path("fake_rank.py").write_text(FAKE)
+    return batch.local_run("fake", "fake_rank", [], batch.Shape(1, 2), environ={"SEED": str(seed)})
+""",
+    "09.5": """
+        def shared_loader(path, workers):
+            return DataLoader(job_memory.ImageFile(path), batch_size=256, num_workers=workers)
+
+        def workers_memory(loader):
+            other = DataLoader(job_memory.ImageFile(loader.dataset.path, mmap=True),
+                               batch_size=256, num_workers=2)
+            run = job_memory.read_loader(other)
+            return {"own_mib": [p.unshared / 2**20 for p in run.workers],
+                    "checksum": run.checksum}
+        """,
+}
+
+
+def _forged(answers: dict[str, str]) -> nbformat.NotebookNode:
+    nb = nbformat.read(RELEASE, as_version=4)
+    for cell in nb.cells:
+        ex_id = course_meta(cell).get("exercise")
+        if course_meta(cell).get("role") == "exercise" and ex_id in answers:
+            cell.source = textwrap.dedent(answers[ex_id]).strip() + "\n"
+    return nb
+
+
+@pytest.fixture(scope="module")
+def gradebook(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile09")
+    subs = {"typed_in": TYPED_IN, "prints_the_line": PRINTS_THE_LINE}
+    for name, answers in subs.items():
+        (root / "subs" / name).mkdir(parents=True)
+        nbformat.write(_forged(answers), root / "subs" / name / RELEASE.name)
+    out = root / "out"
+    argv = ["grade", str(root / "subs"), "--lesson", "09", "--out", str(out), "-j", "2"]
+    assert main([*argv, "--seed", "7", "--timeout", "900", "--cell-timeout", "300"]) == 0
+    with open(out / "gradebook.csv") as f:
+        rows = {row["learner"]: row for row in csv.DictReader(f)}
+    feedback = {name: (out / "feedback" / f"{name}.md").read_text() for name in rows}
+    return rows, feedback
+
+
+def test_forged_runs_earn_no_point_without_a_flag(gradebook):
+    rows, feedback = gradebook
+    assert set(rows) == {"typed_in", "prints_the_line"}
+    for name, row in rows.items():
+        assert row["status"] == "ok", row
+        for ex_id in ("09.2", "09.3", "09.5"):
+            assert row[ex_id] == "0" or ex_id in row["flags"], (name, ex_id, row)
+
+
+def test_each_forgery_is_failed_for_what_it_lacks(gradebook):
+    _, feedback = gradebook
+    typed, printed = feedback["typed_in"], feedback["prints_the_line"]
+    assert "expected a run of launching.run_ranks" in typed
+    assert "a Job that no run of theirs made" in typed
+    assert "expected your loader read by job_memory.read_loader" in typed
+    assert "every rank entering the same collectives (all_reduce)" in printed
+    assert "got fake_rank on 1 x 2" in printed
+    assert "expected your loader read by job_memory.read_loader" in printed
