@@ -24,6 +24,7 @@ from pathlib import Path
 from course_utils.grading import answers, exercises
 
 READY = "judge: ready"  # its first line on stdout, once the socket listens
+ORPHAN_POLL = 2.0  # seconds between looks at whether the grader that started it still lives
 
 
 def judge_connection(conn: socket.socket, seed: int | None, timeout: float) -> dict | None:
@@ -64,15 +65,24 @@ def verdict_line(exercise_id: str, verdict: str, message: str, held=None) -> dic
 
 
 def serve(path: Path, verdicts: Path, seed: int | None, timeout: float) -> None:
-    """Listen on `path` until killed; one check per connection, its verdict appended."""
+    """Listen on `path` until killed, or until the process that started it is gone (a grader
+    killed with SIGKILL cannot end its judge); one check per connection, its verdict appended."""
     path.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     os.chmod(path, 0o666)  # the run may be another user, inside the sandbox
     server.listen(4)
+    server.settimeout(ORPHAN_POLL)
+    parent = os.getppid()
     print(READY, flush=True)
     while True:
-        conn, _ = server.accept()
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the grader was killed: nobody will read a verdict
+                return
+            continue
+        conn.settimeout(None)
         with conn:
             line = judge_connection(conn, seed, timeout)
         if line is not None:

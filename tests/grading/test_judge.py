@@ -128,3 +128,15 @@ def test_without_a_judge_listening_the_check_says_it_was_not_graded(tmp_path, mo
     monkeypatch.setattr(exercises, "JUDGE_WAIT", 0.2)
     result = exercises.ask_the_judge(str(tmp_path / "nobody.sock"), "01.4", (grad_of_loss,))
     assert result.verdict == "failed" and result.message.startswith("not graded: the judge did")
+
+
+def test_the_judge_leaves_once_the_grader_that_started_it_is_gone(tmp_path, monkeypatch):
+    """A grader killed with SIGKILL cannot end its judge: the judge sees its parent change."""
+    monkeypatch.setattr(judge, "ORPHAN_POLL", 0.05)
+    parents = iter([4242])  # the grader at the start, then init: the grader is gone
+    monkeypatch.setattr(judge.os, "getppid", lambda: next(parents, 1))
+    args = (tmp_path / "judge.sock", tmp_path / "verdicts.jsonl", None, 5.0)
+    thread = threading.Thread(target=judge.serve, args=args, daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    assert not thread.is_alive()

@@ -14,18 +14,12 @@ Everything else in those notebooks is the released stub, so no honest point is t
 
 from __future__ import annotations
 
-import csv
 import textwrap
 
-import nbformat
 import pytest
-
-from course_utils.cli import main
-from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
+from submissions import feedback, grade, with_answers
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
-RELEASE = REPO_ROOT / "notebooks" / "09_when_jobs_fail.ipynb"
 
 SCRIPT = '''
 def repaired_script(broken):
@@ -107,29 +101,15 @@ def run_repaired(script, folder, seed):
 }
 
 
-def _forged(answers: dict[str, str]) -> nbformat.NotebookNode:
-    nb = nbformat.read(RELEASE, as_version=4)
-    for cell in nb.cells:
-        ex_id = course_meta(cell).get("exercise")
-        if course_meta(cell).get("role") == "exercise" and ex_id in answers:
-            cell.source = textwrap.dedent(answers[ex_id]).strip() + "\n"
-    return nb
-
-
 @pytest.fixture(scope="module")
 def gradebook(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hostile09")
-    subs = {"typed_in": TYPED_IN, "prints_the_line": PRINTS_THE_LINE}
-    for name, answers in subs.items():
-        (root / "subs" / name).mkdir(parents=True)
-        nbformat.write(_forged(answers), root / "subs" / name / RELEASE.name)
-    out = root / "out"
-    argv = ["grade", str(root / "subs"), "--lesson", "09", "--out", str(out), "-j", "2"]
-    assert main([*argv, "--seed", "7", "--timeout", "900", "--cell-timeout", "300"]) == 0
-    with open(out / "gradebook.csv") as f:
-        rows = {row["learner"]: row for row in csv.DictReader(f)}
-    feedback = {name: (out / "feedback" / f"{name}.md").read_text() for name in rows}
-    return rows, feedback
+    learners = {
+        name: ("09", with_answers("09", {k: textwrap.dedent(v) for k, v in answers.items()}))
+        for name, answers in {"typed_in": TYPED_IN, "prints_the_line": PRINTS_THE_LINE}.items()
+    }
+    options = ("--lesson", "09", "--seed", "7", "--timeout", "900", "--cell-timeout", "300")
+    rows, out = grade(tmp_path_factory.mktemp("hostile09"), learners, *options)
+    return rows, {name: feedback(out, name) for name in rows}
 
 
 def test_forged_runs_earn_no_point_without_a_flag(gradebook):

@@ -2,21 +2,14 @@
 (issue 30): a rate typed in and a verdict line printed, a name guessed without a profile; a
 loader's log written by hand, and a trace typed by hand beside a run that was not profiled.
 Each earns 0 for 08.1 and 08.3: the judge decides from the check's own loader log, its own
-timing and the events of the trace, never from what the notebook printed. A third submission
-calls the course's own answers to 08.2 and 08.4: its points come with flags. One `course grade`
-run grades them all (module-scoped)."""
+timing and the events of the trace, never from what the notebook printed. The typed-in one also
+calls the course's own answers to 08.2 and 08.4: those points come with flags. One `course grade`
+run grades both, side by side (module-scoped)."""
 
-import csv
-
-import nbformat
 import pytest
-
-from course_utils.cli import main
-from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
+from submissions import feedback, grade, with_answers
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
-LESSON = "08_making_training_fast.ipynb"
 
 TYPED = {  # a rate typed in, verdict lines printed; a name guessed without a profile
     "08.1": """
@@ -65,34 +58,16 @@ def gpus_to_ask_for(rates, work, deadline_hours, min_efficiency=0.8):
     return choice.gpus, choice.meets_deadline
 """,
 }
-SUBMISSIONS = {"typed": TYPED, "forged": FORGED, "lazy": LAZY}
-
-
-def submission(answers: dict) -> nbformat.NotebookNode:
-    """The released notebook with `answers` in their exercise cells, the rest left as stubs."""
-    nb = nbformat.read(REPO_ROOT / "notebooks" / LESSON, as_version=4)
-    for cell in nb.cells:
-        meta = course_meta(cell)
-        if meta.get("role") == "exercise" and meta.get("exercise") in answers:
-            cell.source = answers[meta["exercise"]].strip()
-    return nb
+# Two notebooks, graded side by side (lesson 08's run is the course's heaviest): the lazy
+# answers to the decisions ride with the typed-in runs, whose points they cannot touch.
+SUBMISSIONS = {"typed": TYPED | LAZY, "forged": FORGED}
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("grade08")
-    subs, out = root / "subs", root / "out"
-    subs.mkdir()
-    for learner, answers in SUBMISSIONS.items():
-        nbformat.write(submission(answers), subs / f"{learner}__{LESSON}")
-    assert main(["grade", str(subs), "--out", str(out), "--lesson", "08", "-j", "2"]) == 0
-    with open(out / "gradebook.csv", newline="") as f:
-        rows = {r["learner"]: r for r in csv.DictReader(f)}
-    return rows, out
-
-
-def feedback(out, learner) -> str:
-    return (out / "feedback" / f"{learner}.md").read_text()
+    learners = {learner: ("08", with_answers("08", a)) for learner, a in SUBMISSIONS.items()}
+    return grade(root, learners, "--lesson", "08")
 
 
 @pytest.mark.parametrize("learner", ["typed", "forged"])
@@ -117,7 +92,7 @@ def test_forged_evidence_fails_on_what_the_judge_reads(graded):
 
 def test_the_courses_own_answers_are_flagged(graded):
     rows, out = graded
-    row = rows["lazy"]
-    assert (row["08.2"], row["08.4"]) == ("1", "1"), feedback(out, "lazy")
+    row = rows["typed"]
+    assert (row["08.2"], row["08.4"]) == ("1", "1"), feedback(out, "typed")
     assert "08.2: calls the course's own answer" in row["flags"], row
     assert "08.4: calls the course's own answer" in row["flags"], row
