@@ -36,7 +36,7 @@ def _net(seed: int = 0) -> Net:
 @pytest.fixture(scope="session")
 def programs():
     """All C++ programs, built (incrementally) in the project's build/cpp."""
-    return ex.build_programs()
+    return cpp.build_programs()
 
 
 @pytest.fixture(scope="session")
@@ -60,14 +60,14 @@ def torchscript_files(tmp_path_factory):
 
 
 def test_rebuild_is_a_no_op(programs):
-    again = ex.build_programs()
+    again = cpp.build_programs()
     assert again.up_to_date and not again.configured
     assert again.seconds < 10
-    assert all(programs.program(p).is_file() for p in ex.PROGRAMS)
+    assert all(programs.program(p).is_file() for p in cpp.PROGRAMS)
 
 
 def test_cuda_check_reproduces_pythons_random_tensor(programs):
-    got = ex.cuda_check(programs.program("cuda_check"), seed=3)
+    got = cpp.cuda_check(programs.program("cuda_check"), seed=3)
     assert got["cuda"] == torch.cuda.is_available()
     device = "cuda" if got["cuda"] else "cpu"
     assert got["device"] == device
@@ -84,7 +84,7 @@ def test_aoti_package_in_python_and_cpp_at_two_batch_sizes(programs, model_and_p
         with torch.no_grad():
             want = model(x)
         torch.testing.assert_close(in_python(x), want, atol=1e-5, rtol=0)
-        got = ex.run_model(programs.program("aoti_run"), package, x, tmp_path)
+        got = cpp.run_model(programs.program("aoti_run"), package, x, tmp_path)
         assert got.output.shape == (batch, 10)
         torch.testing.assert_close(got.output, want, atol=1e-5, rtol=0)
         assert got.median_ms is None
@@ -92,7 +92,7 @@ def test_aoti_package_in_python_and_cpp_at_two_batch_sizes(programs, model_and_p
 
 def test_aoti_cpp_times_itself(programs, model_and_package, tmp_path):
     _, package = model_and_package
-    got = ex.run_model(
+    got = cpp.run_model(
         programs.program("aoti_run"),
         package,
         torch.randn(2, 3, 32, 32),
@@ -115,23 +115,24 @@ def test_torchscript_cpp_matches_python(programs, torchscript_files, tmp_path, w
     model, traced, scripted = torchscript_files
     path = traced if which == "trace" else scripted
     x = torch.randn(3, 3, 32, 32)
-    got = ex.run_model(programs.program("ts_run"), path, x, tmp_path)
+    got = cpp.run_model(programs.program("ts_run"), path, x, tmp_path)
     with torch.no_grad():
         torch.testing.assert_close(got.output, model(x), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("program", ["aoti_run", "ts_run"])
 def test_missing_model_file_is_a_clear_error(programs, tmp_path, program):
-    with pytest.raises(ex.CppProgramError, match=f"{program} error: cannot open model file .*nope"):
-        ex.run_model(
+    missing = f"{program} error: cannot open model file .*nope"
+    with pytest.raises(cpp.CppProgramError, match=missing):
+        cpp.run_model(
             programs.program(program), tmp_path / "nope", torch.zeros(1, 3, 32, 32), tmp_path
         )
 
 
 def test_missing_input_file_is_a_clear_error(programs, model_and_package, tmp_path):
     _, package = model_and_package
-    with pytest.raises(ex.CppProgramError, match="cannot open input file .*missing.tensor"):
-        ex.run_program(
+    with pytest.raises(cpp.CppProgramError, match="cannot open input file .*missing.tensor"):
+        cpp.run_program(
             programs.program("aoti_run"),
             package,
             tmp_path / "missing.tensor",
@@ -142,8 +143,8 @@ def test_missing_input_file_is_a_clear_error(programs, model_and_package, tmp_pa
 def test_not_a_tensor_file_is_a_clear_error(programs, model_and_package, tmp_path):
     _, package = model_and_package
     (tmp_path / "bad.tensor").write_text("1 2 3\n")
-    with pytest.raises(ex.CppProgramError, match="is not a course tensor file"):
-        ex.run_program(
+    with pytest.raises(cpp.CppProgramError, match="is not a course tensor file"):
+        cpp.run_program(
             programs.program("aoti_run"), package, tmp_path / "bad.tensor", tmp_path / "out.tensor"
         )
 
@@ -155,10 +156,10 @@ def test_wrong_input_shape_is_a_clear_error(
     _, _, scripted = torchscript_files
     wrong = torch.zeros(2, 1, 28, 28)
     rule = r"input shape \[2, 1, 28, 28\] does not match the model's input shape \[-1, 3, 32, 32\]"
-    with pytest.raises(ex.CppProgramError, match=rule):
-        ex.run_model(programs.program("aoti_run"), package, wrong, tmp_path)
-    with pytest.raises(ex.CppProgramError, match=rule):
-        ex.run_model(programs.program("ts_run"), scripted, wrong, tmp_path)
+    with pytest.raises(cpp.CppProgramError, match=rule):
+        cpp.run_model(programs.program("aoti_run"), package, wrong, tmp_path)
+    with pytest.raises(cpp.CppProgramError, match=rule):
+        cpp.run_model(programs.program("ts_run"), scripted, wrong, tmp_path)
 
 
 # ---------------------------------------------------------------------------- GPU
@@ -167,17 +168,17 @@ def test_wrong_input_shape_is_a_clear_error(
 @pytest.mark.gpu
 def test_gpu_package_runs_in_cpp_on_cuda(programs, tmp_path):
     """Export and package on the GPU, run in C++ on the GPU; LibTorch must see CUDA."""
-    assert ex.cuda_check(programs.program("cuda_check"))["cuda"]
+    assert cpp.cuda_check(programs.program("cuda_check"))["cuda"]
     model = _net(seed=4).cuda()
     exported = ex.export_model(model, torch.randn(4, 3, 32, 32, device="cuda"))
     package = ex.aoti_package(exported, tmp_path / "net_cuda.pt2")
     x = torch.randn(6, 3, 32, 32, device="cuda")
-    got = ex.run_model(programs.program("aoti_run"), package.path, x, tmp_path, repeat=5)
+    got = cpp.run_model(programs.program("aoti_run"), package.path, x, tmp_path, repeat=5)
     assert "device: cuda" in got.stdout
     with torch.no_grad():
         torch.testing.assert_close(got.output, model(x).cpu(), atol=1e-4, rtol=1e-4)
     scripted = ex.torchscript_script(model, tmp_path / "s.pt")
-    got = ex.run_model(programs.program("ts_run"), scripted, x, tmp_path, device="cuda")
+    got = cpp.run_model(programs.program("ts_run"), scripted, x, tmp_path, device="cuda")
     with torch.no_grad():
         torch.testing.assert_close(got.output, model(x).cpu(), atol=1e-4, rtol=1e-4)
 
@@ -213,9 +214,9 @@ def test_a_researchers_cpp14_project_builds_with_one_added_line(tmp_path):
     project = tmp_path / "example"
     shutil.copytree(REPO_ROOT / "cpp" / "examples" / "documentation", project)
     original = (project / "CMakeLists.txt").read_text()
-    with pytest.raises(ex.CppProgramError, match="cannot find the CUDA"):
-        plain = ex.configure_command(project, tmp_path / "plain")
-        plain.remove(f"-DCMAKE_MODULE_PATH={ex.cmake_module_dir()}")
+    with pytest.raises(cpp.CppProgramError, match="cannot find the CUDA"):
+        plain = cpp.configure_command(project, tmp_path / "plain")
+        plain.remove(f"-DCMAKE_MODULE_PATH={cpp.cmake_module_dir()}")
         cpp._run(
             plain, "cmake configure", cpp.CONFIGURE_TIMEOUT
         )  # the documentation's way: it fails
