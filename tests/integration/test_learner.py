@@ -32,7 +32,8 @@ def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "lesson 01: 2/4 exercises passing (2/4 points)"
     assert out[2] == (
-        "  01.1 flatten a batch without copying, and measure what a copy costs: passed"
+        "  01.1 flatten a batch without copying, and measure what a copy costs: passed "
+        "[the instructor's grade also runs 1 held-out cases]"
     )
     assert out[3].startswith(
         "  01.2 standardize columns with broadcasting, measured against a loop: "
