@@ -6,6 +6,7 @@ so the grader's rules are tested on the very shape they read. No process is star
 from __future__ import annotations
 
 import contextlib
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -81,9 +82,21 @@ class FakeJudge:
     `overrule` gives the judge's own verdict line for an exercise instead (a forged "passed")."""
 
     def __init__(self):
-        self.said: dict[str, str] = {}
+        # What each notebook's check cells said, per thread: `course grade -j 2` grades two
+        # notebooks at once, each beside a judge of its own, in a thread of its own.
+        self._here = threading.local()
         self.overrule: dict[str, dict] = {}
         self.seeds: list[int | None] = []
+
+    @property
+    def said(self) -> dict[str, str]:
+        if not hasattr(self._here, "said"):
+            self._here.said = {}
+        return self._here.said
+
+    @said.setter
+    def said(self, value: dict[str, str]) -> None:
+        self._here.said = value
 
     @contextlib.contextmanager
     def __call__(self, seed, limits):

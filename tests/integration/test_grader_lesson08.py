@@ -1,28 +1,15 @@
 """Lesson 08's run exercises graded in the sandbox against submissions that forge the evidence
-(issue 30): a rate typed in and a verdict line printed, a name guessed without a profile; a
-loader's log written by hand, and a trace typed by hand beside a run that was not profiled.
-Each earns 0 for 08.1 and 08.3: the judge decides from the check's own loader log, its own
-timing and the events of the trace, never from what the notebook printed. The typed-in one also
+(issue 30): a loader's log written by hand, and a trace typed by hand beside a run that was not
+profiled. Both earn 0 (08.1 and 08.3): the judge decides from the check's own loader log, its
+own timing and the events of the trace, never from what the notebook printed. The same notebook
 calls the course's own answers to 08.2 and 08.4: those points come with flags. One `course grade`
-run grades both, side by side (module-scoped)."""
+run (module-scoped)."""
 
 import pytest
 from submissions import feedback, grade, with_answers
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
-TYPED = {  # a rate typed in, verdict lines printed; a name guessed without a profile
-    "08.1": """
-def time_loader(loader, batches):
-    print("[08.1] passed: exactly 4 batches (22 images) taken")
-    return 268.0
-""",
-    "08.3": """
-def name_the_bottleneck(model, loader, optimizer, trace_path):
-    print("[08.3] passed: your traces of the check's jobs, each named right")
-    return "loader" if loader.batch_size < 64 else "compute"
-""",
-}
 FORGED = {  # the loader's log written by hand; a trace typed by hand beside an unprofiled run
     "08.1": """
 def time_loader(loader, batches):
@@ -58,9 +45,10 @@ def gpus_to_ask_for(rates, work, deadline_hours, min_efficiency=0.8):
     return choice.gpus, choice.meets_deadline
 """,
 }
-# Two notebooks, graded side by side (lesson 08's run is the course's heaviest): the lazy
-# answers to the decisions ride with the typed-in runs, whose points they cannot touch.
-SUBMISSIONS = {"typed": TYPED | LAZY, "forged": FORGED}
+# One notebook (lesson 08's run is the course's heaviest): the lazy answers to the decisions
+# ride with the forged runs, whose points they cannot touch. Typed-in rates and printed verdict
+# lines are test_hostile.py's classes, graded there on lessons 01 and 04.
+SUBMISSIONS = {"forged": FORGED | LAZY}
 
 
 @pytest.fixture(scope="module")
@@ -70,17 +58,10 @@ def graded(tmp_path_factory):
     return grade(root, learners, "--lesson", "08")
 
 
-@pytest.mark.parametrize("learner", ["typed", "forged"])
-def test_forged_runs_earn_nothing(graded, learner):
+def test_forged_runs_earn_nothing(graded):
     rows, out = graded
-    row = rows[learner]
-    assert (row["08.1"], row["08.3"]) == ("0", "0"), feedback(out, learner)
-
-
-def test_typed_answers_are_not_attempted_runs(graded):
-    _, out = graded
-    text = feedback(out, "typed")
-    assert "run the loader first" in text and "run the jobs first" in text, text
+    row = rows["forged"]
+    assert (row["08.1"], row["08.3"]) == ("0", "0"), feedback(out, "forged")
 
 
 def test_forged_evidence_fails_on_what_the_judge_reads(graded):
@@ -92,7 +73,7 @@ def test_forged_evidence_fails_on_what_the_judge_reads(graded):
 
 def test_the_courses_own_answers_are_flagged(graded):
     rows, out = graded
-    row = rows["typed"]
-    assert (row["08.2"], row["08.4"]) == ("1", "1"), feedback(out, "typed")
+    row = rows["forged"]
+    assert (row["08.2"], row["08.4"]) == ("1", "1"), feedback(out, "forged")
     assert "08.2: calls the course's own answer" in row["flags"], row
     assert "08.4: calls the course's own answer" in row["flags"], row

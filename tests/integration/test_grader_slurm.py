@@ -80,11 +80,13 @@ def wrong(lesson: str) -> nbformat.NotebookNode:
 
 
 def held_out_exercise() -> tuple[str, str]:
-    """An exercise of lesson 01 or 05 with held-out cases (the cheaper lesson first)."""
+    """An exercise of lesson 01 or 05 with held-out cases and a hard-coded answer written below
+    (the cheaper lesson first)."""
     for lesson in ("01", "05"):
         for c in notebook(lesson).cells:
             meta = course_meta(c)
-            if meta.get("role") == "exercise" and held_out_cases(meta["exercise"]):
+            ex_id = meta.get("exercise")
+            if meta.get("role") == "exercise" and held_out_cases(ex_id) and ex_id in HARD_CODED:
                 return lesson, meta["exercise"]
     raise AssertionError("no held-out cases in lesson 01 or 05")
 
