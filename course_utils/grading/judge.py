@@ -27,8 +27,12 @@ READY = "judge: ready"  # its first line on stdout, once the socket listens
 ORPHAN_POLL = 2.0  # seconds between looks at whether the grader that started it still lives
 
 
-def judge_connection(conn: socket.socket, seed: int | None, timeout: float) -> dict | None:
-    """One check: the verdict as written to VERDICTS, or None when the kernel asked nothing."""
+def judge_connection(
+    conn: socket.socket, seed: int | None, timeout: float, record=lambda line: None
+) -> dict | None:
+    """One check: the verdict as written to VERDICTS, or None when the kernel asked nothing.
+    `record` writes the verdict before the kernel hears it: a grader that ends the judge once
+    the notebook ended cannot lose a verdict the kernel already printed."""
     conn.settimeout(timeout)
     try:
         opening, _ = answers.receive(conn)
@@ -49,12 +53,16 @@ def judge_connection(conn: socket.socket, seed: int | None, timeout: float) -> d
             exercises.run_held_out(exercise_id, seed, *proxies) if result.passed and seed else None
         )
     except (ConnectionError, OSError) as e:
-        return verdict_line(exercise_id, exercises.FAILED, f"the kernel stopped answering: {e}")
+        line = verdict_line(exercise_id, exercises.FAILED, f"the kernel stopped answering: {e}")
+        record(line)
+        return line
+    line = verdict_line(result.exercise_id, result.verdict, result.message, held)
+    record(line)
     try:
         answers.send(conn, {"op": "verdict", "verdict": result.verdict, "message": result.message})
     except OSError:
         pass  # the kernel went away after answering: the verdict stands
-    return verdict_line(result.exercise_id, result.verdict, result.message, held)
+    return line
 
 
 def verdict_line(exercise_id: str, verdict: str, message: str, held=None) -> dict:
@@ -84,10 +92,12 @@ def serve(path: Path, verdicts: Path, seed: int | None, timeout: float) -> None:
             continue
         conn.settimeout(None)
         with conn:
-            line = judge_connection(conn, seed, timeout)
-        if line is not None:
-            with open(verdicts, "a", encoding="utf-8") as f:  # the judge's own log, outside the run
-                f.write(json.dumps(line) + "\n")
+            judge_connection(conn, seed, timeout, lambda line: _append(verdicts, line))
+
+
+def _append(verdicts: Path, line: dict) -> None:
+    with open(verdicts, "a", encoding="utf-8") as f:  # the judge's own log, outside the run
+        f.write(json.dumps(line) + "\n")
 
 
 def read_verdicts(path: Path) -> dict[str, dict]:
