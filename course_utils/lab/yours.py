@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import textwrap
-import types
 from pathlib import Path
 
 from course_utils.files import atomic_write_text
+from course_utils.notebook_code import imports_for
 
 STUB = "raise NotImplementedError"
 
@@ -41,23 +41,6 @@ def is_stub(fn) -> bool:
         return STUB in source(fn)
     except ValueError:
         return False
-
-
-def imports_for(fn) -> list[str]:
-    """Import lines for the modules, classes and functions `fn` uses from its notebook's
-    globals (an `import tarfile` in any cell, `Path` from pathlib), so that its source runs as a
-    module of its own. Names the notebook itself defines (variables, its own functions) are
-    not carried: the module would not have them."""
-    lines = []
-    for name in fn.__code__.co_names:
-        value = fn.__globals__.get(name)
-        if isinstance(value, types.ModuleType):
-            lines.append(f"import {value.__name__} as {name}")
-        elif getattr(value, "__module__", None) not in (None, "__main__", "builtins"):
-            qualname = getattr(value, "__qualname__", name)
-            if "." not in qualname:
-                lines.append(f"from {value.__module__} import {qualname} as {name}")
-    return lines
 
 
 def function_module(fn, name: str, folder: Path) -> Path:

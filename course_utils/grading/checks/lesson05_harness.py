@@ -11,32 +11,17 @@ parameters as plain tensors; the judge (checks/lesson05.py) decides from them.
 
 import inspect
 import textwrap
-import types
 from pathlib import Path
 
 import torch
 
 from course_utils import batch, paths
 from course_utils.grading import CheckFailed, NotAttempted, probe
+from course_utils.notebook_code import imports_for
 
 RUNS = "runs/05"  # beside the notebook, as every file a lesson writes
 RUN_TIMEOUT = 100  # seconds for a local run of the ranks (the check cell's limit is 120)
 JOB_WAIT = 300  # seconds a submitted job may take, queue included
-
-
-def _imports_for(fn) -> list[str]:
-    """Import lines for the modules, classes and functions `fn` uses from its notebook's globals,
-    so that its source runs as a module of its own in the ranks' processes."""
-    lines = []
-    for name in fn.__code__.co_names:
-        value = fn.__globals__.get(name)
-        if isinstance(value, types.ModuleType):
-            lines.append(f"import {value.__name__} as {name}")
-        elif getattr(value, "__module__", None) not in (None, "__main__", "builtins"):
-            qualname = getattr(value, "__qualname__", name)
-            if "." not in qualname:
-                lines.append(f"from {value.__module__} import {qualname} as {name}")
-    return lines
 
 
 def _answer_module(train_ddp, folder: Path) -> Path:
@@ -54,7 +39,7 @@ def _answer_module(train_ddp, folder: Path) -> Path:
     alias = [] if train_ddp.__name__ == "train_ddp" else [f"train_ddp = {train_ddp.__name__}"]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "answer.py"
-    path.write_text("\n".join([*_imports_for(train_ddp), "", textwrap.dedent(source), *alias, ""]))
+    path.write_text("\n".join([*imports_for(train_ddp), "", textwrap.dedent(source), *alias, ""]))
     return path
 
 
