@@ -85,15 +85,17 @@ test-notebooks: setup
 # lane runs these (10 on its local route, as the notebook lanes do). IN_JOB_NOTEBOOKS="notebooks/*.ipynb" runs them all.
 LAUNCHING_LESSONS := 05 06 09 10
 IN_JOB_NOTEBOOKS ?= $(wildcard $(foreach n,$(LAUNCHING_LESSONS),notebooks/$(n)_*.ipynb))
-# The two ways hubs start a server (an srun step; the batch script, cores as tasks). The third,
-# cores as CPUs, runs with IN_JOB_STYLES="step batch-tasks batch-cpus"; two keep .ci/run short.
-IN_JOB_STYLES ?= step batch-tasks
+# The three ways centres start a server (an srun step; the batch script, cores as tasks or as
+# CPUs). The lessons are dealt to them in turn, each lesson run once (IN_JOB_EVERY=--every-style
+# runs every lesson in every style: three times as long).
+IN_JOB_STYLES ?= step batch-tasks batch-cpus
+IN_JOB_EVERY ?=
 
 # The lessons with their kernel inside a Slurm job, started as centres start a learner's server:
 # an srun step (batchspawner), the batch script with cores as tasks (Open OnDemand), the batch
 # script with cores as CPUs. Needs a cluster (.ci/slurm-cluster.sh start); one table at the end.
 test-in-job: setup
-	$(LAB_LOCAL) $(BIN)/python tests/integration/lessons_in_job.py --styles "$(IN_JOB_STYLES)" -- \
+	$(LAB_LOCAL) $(BIN)/python tests/integration/lessons_in_job.py --styles "$(IN_JOB_STYLES)" $(IN_JOB_EVERY) -- \
 		--nbval-lax $(NBVAL_OPTS) $(IN_JOB_NOTEBOOKS)
 
 release: setup

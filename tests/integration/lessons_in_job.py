@@ -9,11 +9,14 @@
 
 Each style is one job whose script starts `pytest --nbval-lax ...` where that style starts the
 server; nbval then starts each lesson's kernel in the job, with the job's SLURM_* variables, as
-the server would. The styles run one after another (their times are comparable), each to the end;
-the table gives each lesson's cells passed and failed and its seconds, then each style's time.
-Job output and JUnit XML go to test-artifacts/in-job/. Exit code 1 when a cell or a job failed.
+the server would. The lessons are dealt to the styles in turn (05 to the first, 06 to the
+second, ...), so each lesson runs once and each style runs at least one; `--every-style` runs
+every lesson in every style instead. The styles run one after another, each to the end; the
+table gives each lesson's cells passed and failed and its seconds, then each style's time. Job
+output and JUnit XML go to test-artifacts/in-job/. Exit code 1 when a cell or a job failed.
 
-    python tests/integration/lessons_in_job.py [--styles "step batch-tasks"] -- PYTEST_ARGS...
+    python tests/integration/lessons_in_job.py [--styles "step batch-tasks"] [--every-style] \
+        -- PYTEST_OPTIONS... NOTEBOOKS...
 """
 
 from __future__ import annotations
@@ -136,17 +139,34 @@ def run_style(style: Style, pytest_args: list[str]) -> tuple[bool, list[str]]:
     return ok, lines
 
 
+def deal(pytest_args: list[str], styles: list[str], every_style: bool) -> dict[str, list[str]]:
+    """Each style's pytest arguments: the options, then its share of the notebooks (dealt in
+    turn, or all of them with `every_style`). A style dealt no notebook gets no job."""
+    notebooks = [a for a in pytest_args if a.endswith(".ipynb")]
+    options = [a for a in pytest_args if not a.endswith(".ipynb")]
+    shares = {
+        style: notebooks if every_style else notebooks[i :: len(styles)]
+        for i, style in enumerate(styles)
+    }
+    return {style: options + share for style, share in shares.items() if share}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--styles", default=" ".join(STYLES), help="space-separated: %(default)s")
+    parser.add_argument(
+        "--every-style", action="store_true", help="every lesson in every style (not dealt)"
+    )
     parser.add_argument("pytest_args", nargs="+", help="after --: nbval options and notebooks")
     args = parser.parse_args(argv)
     unknown = [s for s in args.styles.split() if s not in STYLES]
     if unknown:
         parser.error(f"unknown style {unknown}: choose from {', '.join(STYLES)}")
+    if not any(a.endswith(".ipynb") for a in args.pytest_args):
+        parser.error("no notebook after --: name the lessons' .ipynb files to run")
     table, all_ok = [f"{'style':12} {'lesson':32} {'cells':>5} {'failed':>6} {'seconds':>8}"], True
-    for name in args.styles.split():
-        ok, lines = run_style(STYLES[name], args.pytest_args)
+    for name, pytest_args in deal(args.pytest_args, args.styles.split(), args.every_style).items():
+        ok, lines = run_style(STYLES[name], pytest_args)
         all_ok = all_ok and ok
         table += lines
         print("\n".join(lines), flush=True)
