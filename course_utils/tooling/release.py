@@ -39,6 +39,15 @@ def course_meta(cell) -> dict:
     return cell.get("metadata", {}).get("course", {})
 
 
+def exercise_sources(nb) -> dict[str, str]:
+    """The source of each exercise cell of notebook `nb`, by exercise id (the last of a repeat)."""
+    return {
+        course_meta(c)["exercise"]: c.source
+        for c in nb.cells
+        if c.cell_type == "code" and course_meta(c).get("role") == "exercise"
+    }
+
+
 def stub_solution(source: str, exercise_id: str, title: str) -> str:
     """Replace each BEGIN/END SOLUTION block of `source` by a NotImplementedError stub."""
     out, inside, indent = [], False, ""

@@ -4,6 +4,7 @@ the tests of hostile and forged-evidence submissions grade them (one grade per t
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 
 import nbformat
@@ -47,3 +48,17 @@ def grade(
 
 def feedback(out: Path, learner: str) -> str:
     return (out / "feedback" / f"{learner}.md").read_text()
+
+
+def grade_command(subs: Path, out: Path, *options: str) -> list[str]:
+    """`course grade` as a command line of its own process (the tests that kill it or read what
+    it prints): `subs` graded into `out`."""
+    command = [sys.executable, "-m", "course_utils.cli", "grade", str(subs)]
+    return [*command, "--out", str(out), *options]
+
+
+def grade_lesson(root: Path, lesson: str, submissions: dict[str, dict[str, str]]):
+    """Grade learner -> answers (exercise id -> source) of one lesson, each in that lesson's
+    released notebook, with `--lesson` (its exercises only); as `grade` returns."""
+    learners = {learner: (lesson, with_answers(lesson, a)) for learner, a in submissions.items()}
+    return grade(root, learners, "--lesson", lesson)

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 import torch.distributed as dist
+from lesson05_answers import ddp_header
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
@@ -117,22 +118,6 @@ def test_an_error_on_the_ranks_is_reported_with_its_cause(in_tmp):
 
     result = run_check("05.1", broken)
     assert result.verdict == "failed" and "RuntimeError: my loader is missing" in result.message
-
-
-def ddp_header(job):
-    hours, minutes = divmod(job["minutes"], 60)
-    gpus = job["ranks_per_node"] * job["gpus_per_rank"]
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --nodes={job['nodes']}",
-        f"#SBATCH --ntasks-per-node={job['ranks_per_node']}",
-        f"#SBATCH --gres=gpu:{gpus}" if gpus else "",
-        f"#SBATCH --cpus-per-task={job['cpus_per_rank']}",
-        f"#SBATCH --mem={job['mem_gb_per_rank'] * job['ranks_per_node']}G",
-        f"#SBATCH --time={hours:02d}:{minutes:02d}:00",
-        f"#SBATCH --signal=B:USR1@{job['warning_s']}",
-    ]
-    return "\n".join(line for line in lines if line) + "\n"
 
 
 def test_05_3_runs_on_two_emulated_nodes_here(in_tmp):

@@ -18,7 +18,6 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -30,6 +29,7 @@ from string import Template
 import nbformat
 import psutil
 import pytest
+from submissions import grade_command
 
 from course_utils.cli import main
 from course_utils.grading.runner import cgroups, sandbox
@@ -372,19 +372,6 @@ def survivors(before: set[int], wait: float = 5) -> list[str]:
         if not left or time.monotonic() > deadline:
             return [f"{p.pid}: {' '.join(_cmdline(p))[:200]}" for p in left]
         time.sleep(0.2)
-
-
-def grade_command(subs: Path, out: Path, *options: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "course_utils.cli",
-        "grade",
-        str(subs),
-        "--out",
-        str(out),
-        *options,
-    ]
 
 
 @pytest.fixture(scope="module")

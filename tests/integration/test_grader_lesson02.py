@@ -7,7 +7,7 @@ and from what the check's own step and data set logged, never from what the note
 One `course grade` run grades them all (module-scoped)."""
 
 import pytest
-from submissions import feedback, grade, with_answers
+from submissions import feedback, grade_lesson
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -47,9 +47,7 @@ SUBMISSIONS = {"typed": TYPED, "forged": FORGED}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grade02")
-    learners = {learner: ("02", with_answers("02", a)) for learner, a in SUBMISSIONS.items()}
-    return grade(root, learners, "--lesson", "02")
+    return grade_lesson(tmp_path_factory.mktemp("grade02"), "02", SUBMISSIONS)
 
 
 @pytest.mark.parametrize("learner", sorted(SUBMISSIONS))

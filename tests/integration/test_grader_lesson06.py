@@ -9,7 +9,7 @@ it happens. The last one also carries the flags an instructor reads (it writes t
 calls the course's own training). One `course grade` run grades them all (module-scoped)."""
 
 import pytest
-from submissions import feedback, grade, with_answers
+from submissions import feedback, grade_lesson
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -56,15 +56,9 @@ def atomic_save(obj, path):
 """,
 }
 PIDS = {  # the kernel's run, its records' pids rewritten
-    "06.4": """
-def preempt_and_resume(ckpt_dir, seed, steps):
+    "06.4": KERNEL["06.4"]
+    + """
     import json
-    from course_utils import resumable
-    config = resumable.Config(ckpt_dir=str(ckpt_dir), seed=seed, max_steps=steps, epochs=3,
-                              save_every=3)
-    resumable.train(config, stop_after=6, log=lambda msg: None)
-    resumable.record(ckpt_dir, "stopped", signal="SIGUSR1", step=3, requeued=False)
-    resumable.train(config, log=lambda msg: None)
     path = Path(ckpt_dir) / "history.json"
     records = json.loads(path.read_text())
     for record, pid in zip(records, [11, 11, 12, 12]):
@@ -77,9 +71,7 @@ SUBMISSIONS = {"typed": TYPED, "kernel": KERNEL, "rename": RENAME, "pids": PIDS}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grade06")
-    learners = {learner: ("06", with_answers("06", a)) for learner, a in SUBMISSIONS.items()}
-    return grade(root, learners, "--lesson", "06")
+    return grade_lesson(tmp_path_factory.mktemp("grade06"), "06", SUBMISSIONS)
 
 
 @pytest.mark.parametrize("learner", sorted(SUBMISSIONS))

@@ -6,7 +6,7 @@ calls the course's own answers to 08.2 and 08.4: those points come with flags. O
 run (module-scoped)."""
 
 import pytest
-from submissions import feedback, grade, with_answers
+from submissions import feedback, grade_lesson
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 
@@ -53,9 +53,7 @@ SUBMISSIONS = {"forged": FORGED | LAZY}
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grade08")
-    learners = {learner: ("08", with_answers("08", a)) for learner, a in SUBMISSIONS.items()}
-    return grade(root, learners, "--lesson", "08")
+    return grade_lesson(tmp_path_factory.mktemp("grade08"), "08", SUBMISSIONS)
 
 
 def test_forged_runs_earn_nothing(graded):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from submissions import grade_command
 
 from course_utils.grading.exercises import held_out_cases
 from course_utils.paths import REPO_ROOT
@@ -39,6 +40,7 @@ SUBMISSIONS = 6 + len(WRONG_IN)
 # A lesson's longest cell takes up to a minute when three notebooks share two cores: the cell
 # limit stays above it, so only the endless loop meets it.
 SEED, CELL_TIMEOUT, TIMEOUT = "7", "90", "300"
+LIMITS = ("--seed", SEED, "--timeout", TIMEOUT, "--cell-timeout", CELL_TIMEOUT)
 # The array's tasks: 2 CPUs each as this machine has, one notebook at a time (3 tasks share 2
 # cores; -j changes only each kernel's threads, not what the gradebook holds); 12 GiB each, so
 # that a node of the CI cluster (32,000 MB) holds two tasks and the third runs on the other node.
@@ -142,22 +144,7 @@ def make_submissions(folder: Path) -> dict[str, str]:
 def course_grade(subs: Path, out: Path, *options: str, timeout: float = 600):
     start = time.perf_counter()
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "course_utils.cli",
-            "grade",
-            str(subs),
-            "--out",
-            str(out),
-            "--seed",
-            SEED,
-            "--timeout",
-            TIMEOUT,
-            "--cell-timeout",
-            CELL_TIMEOUT,
-            *options,
-        ],
+        grade_command(subs, out, *LIMITS, *options),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -261,26 +248,7 @@ def test_a_cancelled_task_is_graded_again_alone(tmp_path):
     for learner in ("ann", "bo", "cy"):
         nbformat.write(notebook("01"), subs / f"{learner}__01_tensors.ipynb")
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "course_utils.cli",
-        "grade",
-        str(subs),
-        "--out",
-        str(out),
-        "--seed",
-        SEED,
-        "--timeout",
-        TIMEOUT,
-        "--cell-timeout",
-        CELL_TIMEOUT,
-        "--slurm",
-        "--tasks",
-        "3",
-        *SBATCH,
-        "--hold",
-    ]
+    command = grade_command(subs, out, *LIMITS, "--slurm", "--tasks", "3", *SBATCH, "--hold")
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT
     )

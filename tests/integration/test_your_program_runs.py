@@ -4,16 +4,7 @@ import os
 import subprocess
 import sys
 
-SLURM_TASK = {
-    "SLURM_JOB_ID": "4242",
-    "SLURM_STEP_ID": "0",
-    "SLURM_PROCID": "3",
-    "SLURM_LOCALID": "1",
-    "SLURM_NTASKS": "4",
-    "SLURM_NODEID": "1",
-    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
-    "SLURM_JOB_NODELIST": "cn[1-2]",
-}
+from slurm_task import SLURM_TASK
 
 
 def test_the_program_runs_with_its_arguments_in_place(tmp_path):

@@ -1,20 +1,10 @@
 """course_utils.jobs.your_program: a learner's program gets both styles of rank variables."""
 
 import pytest
+from slurm_task import SLURM_TASK
 
 from course_utils.jobs import your_program
 from course_utils.ranks import DistEnv
-
-SLURM_TASK = {
-    "SLURM_JOB_ID": "4242",
-    "SLURM_STEP_ID": "0",
-    "SLURM_PROCID": "3",
-    "SLURM_LOCALID": "1",
-    "SLURM_NTASKS": "4",
-    "SLURM_NODEID": "1",
-    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
-    "SLURM_JOB_NODELIST": "cn[1-2]",
-}
 
 
 @pytest.fixture(autouse=True)

@@ -116,12 +116,17 @@ def run_deploy(deploy, seed: int):
             program = cpp.build_programs(["aoti_run"]).program("aoti_run")
             again = folder / "again"
             again.mkdir()
-            try:
-                rerun = cpp.run_model(program, packages[0], _batch(second, seed + 2), again)
-                report["again"] = rerun.output
-            except cpp.CppProgramError as e:
-                report["again_error"] = _first_line(e)
+            batch = _batch(second, seed + 2)
+            report |= _run_model(program, packages[0], batch, again, "again", "again_error")
     return report
+
+
+def _run_model(program, package, batch, folder, key: str, error_key: str) -> dict:
+    """{key: the program's output on `batch`} or {error_key: the first line of why not}."""
+    try:
+        return {key: cpp.run_model(program, package, batch, folder).output}
+    except (cpp.CppProgramError, FileNotFoundError, ValueError) as e:
+        return {error_key: _first_line(e)}
 
 
 @exercise(
@@ -202,12 +207,8 @@ def run_build_predict(build_predict, seed: int):
     report["program"] = str(program)
     report["course_program"] = program.resolve().parent == (build_root() / "cpp").resolve()
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            got = cpp.run_model(program, _package(), _batch(PREDICT_BATCH, seed), Path(tmp))
-            report["output"] = got.output
-        except (cpp.CppProgramError, FileNotFoundError, ValueError) as e:
-            report["error"] = _first_line(e)
-    return report
+        batch = _batch(PREDICT_BATCH, seed)
+        return report | _run_model(program, _package(), batch, Path(tmp), "output", "error")
 
 
 @exercise(

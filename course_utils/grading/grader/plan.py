@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils.tooling.release import course_meta, release_notebook
+from course_utils.tooling.release import course_meta, exercise_sources, release_notebook
 
 # Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
 FRESH_CHECK = "from course_utils.grading import check  # added by course grade"
@@ -140,12 +140,7 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
     outputs); check cells are compared with `lesson.reference` outside the run (`compare_checks`).
     """
     nb = nbformat.from_dict(lesson.release)
-    stubs = {
-        course_meta(c)["exercise"]: c.source
-        for c in nb.cells
-        if c.cell_type == "code" and course_meta(c).get("role") == "exercise"
-    }
-    answers, notes = learner_exercises(submission, stubs)
+    answers, notes = learner_exercises(submission, exercise_sources(nb))
     plan = GradingPlan(nb, notes=notes)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     for number, cell in enumerate(code_cells):

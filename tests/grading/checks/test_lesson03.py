@@ -79,14 +79,18 @@ def time_call_twice(fn, device=torch.cuda, clock=time.perf_counter):
     return clock() - start  # two calls timed
 
 
-def side_stream_sum(A, s, cuda=torch.cuda):
+def side_stream_reduce(A, s, cuda=torch.cuda, reduce=torch.sum):
     s.wait_stream(cuda.current_stream())
     with cuda.stream(s):
-        B = torch.sum(A)
+        B = reduce(A)
     A.record_stream(s)
     B.record_stream(cuda.current_stream())
     cuda.current_stream().wait_stream(s)
     return B
+
+
+def side_stream_sum(A, s, cuda=torch.cuda):
+    return side_stream_reduce(A, s, cuda)
 
 
 def side_stream_sum_without_b_record(A, s, cuda=torch.cuda):  # the answer before issue 22
@@ -126,13 +130,7 @@ def side_stream_sum_of_a_float(A, s, cuda=torch.cuda):
 
 
 def side_stream_mean(A, s, cuda=torch.cuda):
-    s.wait_stream(cuda.current_stream())
-    with cuda.stream(s):
-        B = torch.mean(A)
-    A.record_stream(s)
-    B.record_stream(cuda.current_stream())
-    cuda.current_stream().wait_stream(s)
-    return B
+    return side_stream_reduce(A, s, cuda, torch.mean)
 
 
 def images_per_second(train_step, batches, synchronize, clock=time.perf_counter, warmup=2):
@@ -503,9 +501,14 @@ def test_03_4_held_out_case_fails_a_trace_kept_from_the_visible_case(held_out_ca
 
 
 def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
-    from course_utils.grading.grader.plan import review_flags
+    import nbformat
 
-    sources = exercise_sources("03_async_streams_memory")
+    from course_utils.grading.grader.plan import review_flags
+    from course_utils.paths import REPO_ROOT
+    from course_utils.tooling.release import exercise_sources
+
+    solution = nbformat.read(REPO_ROOT / "solutions" / "03_async_streams_memory.ipynb", 4)
+    sources = exercise_sources(solution)
     assert set(sources) == {"03.1", "03.2", "03.3", "03.4"}
     assert review_flags(sources) == []
     lazy = {
@@ -518,18 +521,3 @@ def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
     flags = review_flags(lazy)
     assert [f.split(":")[0] for f in flags] == ["03.1", "03.3", "03.4"], flags
     assert all("calls the course's own answer" in f for f in flags), flags
-
-
-def exercise_sources(lesson: str) -> dict[str, str]:
-    """The solution's exercise cells, by exercise id (what the grader's flags read)."""
-    import nbformat
-
-    from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import course_meta
-
-    cells = nbformat.read(REPO_ROOT / "solutions" / f"{lesson}.ipynb", as_version=4).cells
-    return {
-        course_meta(c)["exercise"]: c.source
-        for c in cells
-        if course_meta(c).get("role") == "exercise"
-    }

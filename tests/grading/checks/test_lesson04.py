@@ -344,9 +344,14 @@ def test_04_3_held_out_case_fails_a_trace_kept_from_the_visible_case(held_out_ca
 
 
 def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
-    from course_utils.grading.grader.plan import review_flags
+    import nbformat
 
-    sources = exercise_sources("04_tf32_mixed_precision")
+    from course_utils.grading.grader.plan import review_flags
+    from course_utils.paths import REPO_ROOT
+    from course_utils.tooling.release import exercise_sources
+
+    solution = nbformat.read(REPO_ROOT / "solutions" / "04_tf32_mixed_precision.ipynb", 4)
+    sources = exercise_sources(solution)
     assert set(sources) == {"04.1", "04.2", "04.3"}
     assert review_flags(sources) == []
     lazy = {
@@ -360,18 +365,3 @@ def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
     assert all("calls the course's own answer" in f for f in flags), flags
     also = review_flags({"04.1": "from course_utils.precision import round_to_tf32 as r"})
     assert len(also) == 1 and also[0].startswith("04.1: calls the course's own answer"), also
-
-
-def exercise_sources(lesson: str) -> dict[str, str]:
-    """The solution's exercise cells, by exercise id (what the grader's flags read)."""
-    import nbformat
-
-    from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import course_meta
-
-    cells = nbformat.read(REPO_ROOT / "solutions" / f"{lesson}.ipynb", as_version=4).cells
-    return {
-        course_meta(c)["exercise"]: c.source
-        for c in cells
-        if course_meta(c).get("role") == "exercise"
-    }

@@ -5,6 +5,7 @@ hand: what a forged or a lazy run would bring back."""
 
 import pytest
 import torch
+from lesson05_answers import ddp_header
 
 from course_utils import models
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
@@ -178,22 +179,6 @@ def test_05_2_held_out_cases_fail_a_table_of_the_visible_answers(held_out_catche
 
 
 # ---- 05.3 ----------------------------------------------------------------------------------
-
-
-def ddp_header(job):
-    hours, minutes = divmod(job["minutes"], 60)
-    gpus = job["ranks_per_node"] * job["gpus_per_rank"]
-    lines = [
-        "#!/bin/bash",
-        f"#SBATCH --nodes={job['nodes']}",
-        f"#SBATCH --ntasks-per-node={job['ranks_per_node']}",
-        f"#SBATCH --gres=gpu:{gpus}" if gpus else "",
-        f"#SBATCH --cpus-per-task={job['cpus_per_rank']}",
-        f"#SBATCH --mem={job['mem_gb_per_rank'] * job['ranks_per_node']}G",
-        f"#SBATCH --time={hours:02d}:{minutes:02d}:00",
-        f"#SBATCH --signal=B:USR1@{job['warning_s']}",
-    ]
-    return "\n".join(line for line in lines if line) + "\n"
 
 
 def _changed(old: str, new: str):
