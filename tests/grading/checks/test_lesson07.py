@@ -1,7 +1,7 @@
 """Lesson 07 checkers: each passes on the reference answer, fails on a wrong one, and reports
-'not attempted yet' on a stub. 07.1 and 07.2 build and run C++: their runs on the reference and
-on wrong answers are in tests/integration/test_checks_lesson07_cpp.py; here only what starts
-no process."""
+'not attempted yet' on a stub. 07.1 and 07.2 build and run C++: here they are judged on what
+their probes record of a run (injected); tests/integration/test_checks_lesson07_cpp.py runs
+the probes for real. Nothing here starts a process."""
 
 import re
 
@@ -9,6 +9,7 @@ import pytest
 
 from course_utils.doctor import gpu
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
+from course_utils.grading.checks import lesson07
 
 
 def diagnose(capability, archs, built_with, driver):
@@ -70,6 +71,84 @@ def test_own_program_must_be_a_built_file(tmp_path):
     missing = run_check("07.2", lambda project: tmp_path / "predict")
     assert missing.verdict == FAILED
     assert missing.message.startswith("expected the path of your built program, got no file at")
+
+
+# ---- 07.1 and 07.2 judged on their runs' records ---------------------------------------------
+# What the probes (run_deploy, run_build_predict) record of a learner's run, injected, in the
+# shape a real run records it (the error lines are examples). The reference's C++ runs are the
+# solutions lane's; a static export's real run is tests/integration/test_checks_lesson07_cpp.py.
+
+
+def deploy_record(seed=0, **changes):
+    """run_deploy's record of a right answer on the judge's draws, with `changes`."""
+    first, second = lesson07.DEPLOY_BATCHES
+    want = lesson07._eager(seed, lesson07._batch(first, seed + 1))
+    again = lesson07._eager(seed, lesson07._batch(second, seed + 2))
+    record = {"kind": "CppResult", "returned": want, "written": want, "again": again}
+    return record | {"files": ["model.pt2", "output.tensor"], "packages": 1} | changes
+
+
+def judged(monkeypatch, exercise_id, record):
+    monkeypatch.setattr(lesson07, "run_probe", lambda probe, *answers, **params: record)
+    return run_check(exercise_id, lambda *args: None)
+
+
+def test_deploy_is_judged_on_what_the_cpp_program_wrote(monkeypatch):
+    assert judged(monkeypatch, "07.1", deploy_record()).verdict == PASSED
+
+
+def test_a_package_of_another_model_fails(monkeypatch):
+    other = lesson07._eager(1, lesson07._batch(5, 1))  # the learner's own weights, not the judge's
+    result = judged(monkeypatch, "07.1", deploy_record(returned=other, written=other))
+    assert result.message.startswith("the C++ output of batch 5: expected outputs within 1e-05")
+
+
+def test_a_static_export_fails_at_the_second_batch_size(monkeypatch):
+    error = "Error in AOTInductor: the input's size 3 of dimension 0 is not 5"
+    result = judged(monkeypatch, "07.1", deploy_record(again=None, again_error=error))
+    assert result.message == (
+        f"batch 3: expected your package to accept any batch size, got {error} (export with a "
+        "dynamic batch dimension)"
+    )
+
+
+def test_pythons_output_dressed_as_the_programs_fails(monkeypatch):
+    """A package left in the folder and a CppResult of Python's output: no file of a C++ run."""
+    record = deploy_record(written=None, files=["model.pt2"])
+    result = judged(monkeypatch, "07.1", record)
+    assert result.message.startswith(
+        "expected the output file the C++ program wrote in the folder (output.tensor"
+    ), result.message
+
+
+def program_record(**changes):
+    """run_build_predict's record of the learner's own program, with `changes`."""
+    output = lesson07._eager(0, lesson07._batch(lesson07.PREDICT_BATCH, 3))
+    record = {"kind": "PosixPath", "program": "/build/predict", "course_program": False}
+    return record | {"output": output} | changes
+
+
+def test_own_program_is_judged_on_its_output(monkeypatch):
+    assert judged(monkeypatch, "07.2", program_record()).verdict == PASSED
+
+
+def test_the_courses_program_or_one_that_echoes_its_input_fails(monkeypatch):
+    course = program_record(program="/build/cpp/aoti_run", course_program=True)
+    assert judged(monkeypatch, "07.2", course).message == (
+        "expected your own program, built from your project, got the course's aoti_run"
+    )
+    echo = program_record(program="/tmp/echo", output=lesson07._batch(4, 3))
+    assert judged(monkeypatch, "07.2", echo).message == (
+        "echo on batch 4: expected an output of shape (4, 10), got (4, 3, 32, 32)"
+    )
+
+
+def test_a_program_that_fails_says_how_it_was_run(monkeypatch):
+    record = program_record(output=None, error="predict: exited with 134 (Aborted)")
+    assert judged(monkeypatch, "07.2", record).message == (
+        "expected predict PACKAGE INPUT OUTPUT to write OUTPUT, got predict: exited with 134 "
+        "(Aborted)"
+    )
 
 
 @pytest.mark.parametrize("exercise_id", ["07.1", "07.2", "07.3"])
