@@ -1,7 +1,9 @@
-"""Exercises 05.1 and 05.3 checked for real: the learner's train_ddp on forked ranks at the
-judge's seed (05.1: 2 ranks; 05.3: 2 emulated nodes x 2 ranks), and 05.3's job submitted to the
-CI Slurm cluster and graded on sacct's record too. Wrong and forged answers run as well: they
-must fail with a message that says what was wrong."""
+"""Exercises 05.1 and 05.3 checked for real where the run itself is what is tested: ranks that
+fail (their cause reported), 05.3's emulated nodes with a learner's wrong train_ddp, 05.3's job
+on the CI Slurm cluster graded on sacct's record, and two forged submissions graded in the
+sandbox. The judge's verdicts on wrong and forged runs are tested on injected records
+(tests/grading/checks/test_lesson05.py, judge_ranks); the reference answers run in the
+solutions lane."""
 
 import os
 import sys
@@ -11,33 +13,17 @@ import torch
 import torch.distributed as dist
 from lesson05_answers import ddp_header
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+from torch.utils.data import DataLoader, DistributedSampler
 
 from course_utils import accounting, batch
 from course_utils.grading import run_check
 from course_utils.grading.checks import lesson05
-from course_utils.jobs import single_process
 
 
 def train_ddp(model, dataset, batch_size, lr, steps):
     dist.init_process_group("gloo")
     sampler = DistributedSampler(dataset, shuffle=True, seed=0)
     sampler.set_epoch(0)
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
-    ddp = DDP(model)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
-    for step, (inputs, targets) in enumerate(loader):
-        if step == steps:
-            break
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(ddp(inputs), targets).backward()
-        optimizer.step()
-    return model
-
-
-def same_data_on_every_rank(model, dataset, batch_size, lr, steps):
-    dist.init_process_group("gloo")
-    sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(0))
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler)
     ddp = DDP(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
@@ -64,52 +50,11 @@ def no_ddp_wrap(model, dataset, batch_size, lr, steps):
     return model
 
 
-def whole_batch_on_every_rank(model, dataset, batch_size, lr, steps):
-    # no communication at all: each rank trains one process's run on the doubled batch
-    return single_process.train(model, dataset, 2 * batch_size, lr, steps, "cpu")
-
-
-def prints_a_checksum_and_leaves(model, dataset, batch_size, lr, steps):
-    # a rank that prints the line the program would print, then ends before the program does
-    rank = os.environ.get("RANK", "0")
-    print(f"rank {rank}/2 on vm: parameter checksum 0123456789abcdef", flush=True)
-    os._exit(0)
-
-
-def typed_in_state_dict(model, dataset, batch_size, lr, steps):
-    # parameters from an earlier run (seed 0), loaded instead of training
-    trained, data = single_process.seeded(0, len(dataset))
-    single_process.train(trained, data, 2 * batch_size, lr, steps, "cpu")
-    model.load_state_dict(trained.state_dict())
-    return model
-
-
 @pytest.fixture
 def in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # runs/05 of the check goes here, as beside a notebook
     monkeypatch.setenv(batch.LAUNCHER_VARIABLE, "local")
     return tmp_path
-
-
-def test_the_reference_answer_passes(in_tmp):
-    result = run_check("05.1", train_ddp)
-    assert result.passed, result.message
-
-
-@pytest.mark.parametrize(
-    "answer, says",
-    [
-        (same_data_on_every_rank, "its own share of every global batch"),
-        (no_ddp_wrap, "wrap the model in DistributedDataParallel"),
-        (whole_batch_on_every_rank, "every rank trained alone on all of it"),
-        (prints_a_checksum_and_leaves, "rank 0's parameters of the lesson's Net"),
-        (typed_in_state_dict, "a difference of"),
-    ],
-    ids=lambda v: getattr(v, "__name__", "")[:30],
-)
-def test_wrong_and_forged_runs_are_caught(in_tmp, answer, says):
-    result = run_check("05.1", answer, seed=1234)
-    assert result.verdict == "failed" and says in result.message, result.message
 
 
 def test_an_error_on_the_ranks_is_reported_with_its_cause(in_tmp):
@@ -118,13 +63,6 @@ def test_an_error_on_the_ranks_is_reported_with_its_cause(in_tmp):
 
     result = run_check("05.1", broken)
     assert result.verdict == "failed" and "RuntimeError: my loader is missing" in result.message
-
-
-def test_05_3_runs_on_two_emulated_nodes_here(in_tmp):
-    result = run_check("05.3", ddp_header, train_ddp)
-    assert result.passed, result.message
-    assert result.message.startswith("[via local ranks: no Slurm here]")
-    assert (in_tmp / "runs" / "05" / "05.3-rank0.pt").exists()
 
 
 def test_05_3_reports_the_learner_s_train_ddp_failing(in_tmp):
@@ -161,27 +99,6 @@ HOSTILE = {
                 rank = os.environ.get("RANK", "0")
                 print(f"rank {rank}/2 on vm: parameter checksum 0123456789abcdef", flush=True)
                 os._exit(0)
-            """,
-    },
-    # no communication: one process's run on the whole global batch, on every rank
-    "one_process_everywhere": {
-        "05.1": """
-            from course_utils.jobs import single_process
-
-            def train_ddp(model, dataset, batch_size, lr, steps):
-                return single_process.train(model, dataset, 2 * batch_size, lr, steps, "cpu")
-            """,
-    },
-    # parameters typed in instead of trained
-    "typed_in": {
-        "05.1": """
-            import torch
-
-            def train_ddp(model, dataset, batch_size, lr, steps):
-                with torch.no_grad():
-                    for p in model.parameters():
-                        p.mul_(0.99)
-                return model
             """,
     },
     # the batch shell never gets USR1: 05.1 honest (one point), 05.3 must fail
@@ -242,9 +159,8 @@ def hostile_gradebook(tmp_path_factory):
 def test_forged_runs_earn_nothing_in_the_sandbox(hostile_gradebook):
     rows = hostile_gradebook
     assert set(rows) == set(HOSTILE)
-    for name in ("prints_and_exits", "one_process_everywhere", "typed_in"):
-        assert (rows[name]["05.1"], rows[name]["05.3"], rows[name]["total"]) == ("0", "0", "0")
-    assert "05.1: calls the course's own answer" in rows["one_process_everywhere"]["flags"]
-    assert "exits or kills the process" in rows["prints_and_exits"]["flags"]
+    forged = rows["prints_and_exits"]
+    assert (forged["05.1"], forged["05.3"], forged["total"]) == ("0", "0", "0")
+    assert "exits or kills the process" in forged["flags"]
     signal = rows["signal_without_b"]
     assert (signal["05.1"], signal["05.3"], signal["flags"]) == ("1", "0", "")

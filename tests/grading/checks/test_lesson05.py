@@ -86,6 +86,17 @@ def test_a_run_of_one_process_on_every_rank_is_caught():
         lesson05.judge_ranks(_ran(_trained(SEED, 64)), SEED, nodes=1, per_node=2)
 
 
+def test_one_process_everywhere_through_the_courses_program_is_flagged():
+    from course_utils.grading.grader.plan import review_flags
+
+    lazy = (
+        "def train_ddp(model, dataset, batch_size, lr, steps):\n"
+        "    return single_process.train(model, dataset, 2 * batch_size, lr, steps, 'cpu')"
+    )
+    [flag] = review_flags({"05.1": lazy})
+    assert flag.startswith("05.1: calls the course's own answer"), flag
+
+
 def test_a_state_dict_typed_in_for_another_seed_is_caught():
     # a run remembered from an earlier check (another seed): the judge drew a new one
     with pytest.raises(CheckFailed, match="a difference of"):
