@@ -2,6 +2,7 @@
 
     launch("course_utils.jobs.ddp_train", nproc=2)      # torchrun, as a job's batch script would
     run_programs([Task(module, args, environ), ...], log)  # one forked process per rank
+    start_program(Task(module, args, environ), log)     # one program, forked; the caller waits
     run_ranks(fn, world_size=2, timeout=3.0)             # a function, on forked gloo ranks
 
 All three speak one vocabulary: a rank is a `Task` (a module, its arguments, the environment it
@@ -185,6 +186,20 @@ def _say(log: str, line: str) -> None:
         f.write(f"local launch: {line}\n")
 
 
+def start_program(
+    task: Task, log: str | os.PathLike, preload: Sequence[str] = (), name: str | None = None
+) -> multiprocessing.Process:
+    """Fork one program from the warm server, its output appended to `log`; returns it started.
+    The caller waits for it (`join`, `sentinel`), may signal it (`pid`), and ends what it left
+    with `processes.kill_session`. The first start in this process waits for the server's
+    imports (`PRELOAD` and `preload`)."""
+    process = _context(preload).Process(
+        target=_as_module, args=(task, str(log)), name=name or task.module
+    )
+    process.start()
+    return process
+
+
 def run_programs(
     tasks: Sequence[Task], log: str | os.PathLike, timeout: float = 300, preload: Sequence[str] = ()
 ) -> int:
@@ -200,12 +215,10 @@ def run_programs(
     if timeout <= 0:
         raise ValueError(f"timeout={timeout} must be positive (seconds)")
     log = str(log)
-    context = _context(preload)
     running, code = {}, 0
     try:
         for rank, task in enumerate(tasks):
-            process = context.Process(target=_as_module, args=(task, log), name=f"rank{rank}")
-            process.start()  # the first start in this process waits for the server's imports
+            process = start_program(task, log, preload, name=f"rank{rank}")
             running[process.sentinel] = (rank, process)
         deadline = time.monotonic() + timeout
         while running and code == 0:

@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
+from course_utils import launching, processes
 from course_utils.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints
 from course_utils.resumable import EX_TEMPFAIL, Config, train
 
@@ -47,25 +49,40 @@ def child_env() -> dict:
     return {**env, "PYTHONUNBUFFERED": "1"}
 
 
-def start(folder, *extra) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "course_utils.jobs.resumable_train", "--ckpt-dir", str(folder)]
-    return subprocess.Popen(
-        [*cmd, *ARGS, *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=child_env(),
-    )
+class Program:
+    """The resumable program, forked from the warm server (`launching.start_program`): the
+    program's stops and resumes are under test, not how it starts, so no run spends its first
+    seconds importing torch. Its output goes to a log beside the checkpoints' folder."""
 
+    def __init__(self, folder, *extra):
+        self.log = folder.parent / f"{folder.name}-{time.monotonic_ns()}.log"
+        args = ("--ckpt-dir", str(folder), *ARGS, *extra)
+        task = launching.Task("course_utils.jobs.resumable_train", args, child_env())
+        self.process = launching.start_program(task, self.log, preload=("course_utils.resumable",))
 
-def run_until_step(proc: subprocess.Popen, step: int) -> list[str]:
-    """Read the program's output until it reports `step`; returns the lines read."""
-    lines = []
-    for line in proc.stdout:
-        lines.append(line.rstrip())
-        if line.startswith(f"step {step} "):
-            return lines
-    raise AssertionError(f"the run ended before step {step}:\n" + "\n".join(lines[-20:]))
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def run_until_step(self, step: int, timeout: float = 120) -> list[str]:
+        """The program's lines up to the one that reports `step`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = self.output().splitlines()
+            reached = [i for i, line in enumerate(lines) if line.startswith(f"step {step} ")]
+            if reached:
+                return lines[: reached[0] + 1]
+            if not self.process.is_alive():
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"no step {step} in the run's output:\n" + self.output()[-2000:])
+
+    def stop(self, sig: signal.Signals, timeout: float = 60) -> int:
+        """Send `sig`; its exit code once it has ended (negative: killed by a signal)."""
+        os.kill(self.process.pid, sig)
+        self.process.join(timeout)
+        processes.kill_session(self.process)
+        self.process.join()
+        return self.process.exitcode
 
 
 def finish(folder) -> tuple[str, list[str]]:
@@ -83,11 +100,9 @@ def test_kill_9_at_random_steps_then_resume_gives_identical_parameters(tmp_path,
         kill_steps.append(kill_steps[-1] + rng.randint(4, 7))
     resumed_from = []
     for step in kill_steps:
-        proc = start(tmp_path)
-        lines = run_until_step(proc, step)
-        proc.send_signal(signal.SIGKILL)  # no handler, no cleanup: like a node failure
-        proc.wait(timeout=30)
-        proc.stdout.close()
+        program = Program(tmp_path)
+        lines = program.run_until_step(step)
+        assert program.stop(signal.SIGKILL) == -signal.SIGKILL  # no cleanup: a node failure
         resumed_from += [line for line in lines if "resumed from" in line]
     digest, lines = finish(tmp_path)
     print(f"killed at steps {kill_steps}; {resumed_from + lines[:1]}")
@@ -155,11 +170,10 @@ def test_unusable_newest_checkpoint_falls_back_to_previous(tmp_path, reference, 
 
 def test_sigusr1_then_sigterm_save_and_exit_then_resume_is_exact(tmp_path, reference):
     for sig, at in ((signal.SIGUSR1, 4), (signal.SIGTERM, 12)):
-        proc = start(tmp_path, "--step-delay", "0.02")
-        run_until_step(proc, at)
-        proc.send_signal(sig)
-        rest, _ = proc.communicate(timeout=60)
-        assert proc.returncode == EX_TEMPFAIL, rest
+        program = Program(tmp_path, "--step-delay", "0.02")
+        program.run_until_step(at)
+        code, rest = program.stop(sig), program.output()
+        assert code == EX_TEMPFAIL, rest
         pattern = rf"got {sig.name} at step (\d+): checkpoint saved; run again to resume"
         stopped = re.search(pattern, rest)
         assert stopped, rest

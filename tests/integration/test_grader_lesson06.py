@@ -66,7 +66,8 @@ PIDS = {  # the kernel's run, its records' pids rewritten
     path.write_text(json.dumps(records))
 """,
 }
-SUBMISSIONS = {"typed": TYPED, "kernel": KERNEL, "rename": RENAME, "pids": PIDS}
+# The rename (06.2) rides with the typed history (06.4): one notebook fewer to run.
+SUBMISSIONS = {"typed": TYPED | RENAME, "kernel": KERNEL, "pids": PIDS}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +89,7 @@ def test_each_forgery_is_told_what_the_check_found(graded):
         feedback(out, "typed")
     )
     assert "got records written from this kernel" in feedback(out, "kernel")
-    assert "os.replace('ckpt.pt', 'ckpt.pt'), which moves nothing" in feedback(out, "rename")
+    assert "os.replace('ckpt.pt', 'ckpt.pt'), which moves nothing" in feedback(out, "typed")
     assert "got records of processes it did not start" in feedback(out, "pids")
 
 
