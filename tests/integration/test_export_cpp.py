@@ -208,6 +208,7 @@ def test_a_crashing_loader_raises_instead_of_killing_the_kernel(model_and_packag
     assert "tested with PyTorch 0.0.0" in message and "C++ loader" in message
 
 
+@pytest.mark.slow  # a cold CMake build of its own: about 40 s
 def test_a_researchers_cpp14_project_builds_with_one_added_line(tmp_path):
     """The documentation's LibTorch example (C++14, CMake 3.0) fails against the course's wheel;
     `include(CourseTorch)` before find_package(Torch) and `course cpp build` make it work."""

@@ -49,7 +49,12 @@ FUNCTION = {
 }
 MARK = f"{os.getpid()}{time.monotonic_ns() % 10**6}"  # names what the submissions leave or write
 SECRET = f"instructor-secret-{MARK}"
-sandboxed = pytest.mark.bwrap
+
+
+def sandboxed(test):
+    """A test of the one `course grade` run of every submission (about 3 minutes on 2 cores):
+    in the sandbox, and in the long lane."""
+    return pytest.mark.slow(pytest.mark.bwrap(test))
 
 
 def solution() -> nbformat.NotebookNode:
@@ -557,6 +562,7 @@ def test_junit_report(graded):
     assert len(suites) == 13
 
 
+@pytest.mark.slow  # two gradings of lesson 01: about 35 s
 def test_no_sandbox_is_explicit_and_the_gradebook_says_so(tmp_path):
     """--no-sandbox grades as today: a full and a blank notebook score 4 and 0."""
     subs = tmp_path / "subs"

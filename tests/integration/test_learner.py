@@ -1,12 +1,14 @@
 """`course check NN`: the learner sees the verdicts the instructor's `course grade` will give."""
 
 import nbformat
+import pytest
 
 from course_utils.cli import main
 from course_utils.paths import REPO_ROOT
 from course_utils.tooling.release import course_meta
 
 
+@pytest.mark.slow  # a lesson checked and graded: about 20 s
 def test_course_check_grades_like_the_grader(tmp_path, capsys, monkeypatch):
     """A wrong answer, and an answer that prints during its check (nbval fails it, so must we)."""
     nb = nbformat.read(REPO_ROOT / "solutions" / "01_tensors.ipynb", as_version=4)

@@ -39,6 +39,7 @@ def write(tmp_path, *sources):
 SANDBOX = [False, pytest.param(True, marks=pytest.mark.bwrap, id="sandbox")]
 
 
+@pytest.mark.slow  # waits out the 20 s limit
 @pytest.mark.parametrize("sandbox", SANDBOX)
 def test_notebook_time_limit_kills_the_whole_process_tree(tmp_path, sandbox):
     """A cell that sleeps past the notebook limit, with a child process that would outlive it."""
