@@ -18,7 +18,7 @@ SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv test-torch-min test-in-job test-long
+	clean-venv test-torch-min test-in-job test-long test-torch-min-jobs
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -90,12 +90,17 @@ IN_JOB_NOTEBOOKS ?= $(wildcard $(foreach n,$(LAUNCHING_LESSONS),notebooks/$(n)_*
 # runs every lesson in every style: three times as long).
 IN_JOB_STYLES ?= step batch-tasks batch-cpus
 IN_JOB_EVERY ?=
+# The Python whose pytest and kernel run in the jobs: the pinned one, or the low end's
+# (test-torch-min-jobs, which CI runs: these lessons on PyTorch 2.6 once, inside jobs).
+IN_JOB_PYTHON ?= $(BIN)/python
+# The student notebooks of the in-job lane's lessons, and all the others.
+OTHER_NOTEBOOKS = $(filter-out $(IN_JOB_NOTEBOOKS),$(wildcard notebooks/*.ipynb))
 
 # The lessons with their kernel inside a Slurm job, started as centres start a learner's server:
 # an srun step (batchspawner), the batch script with cores as tasks (Open OnDemand), the batch
 # script with cores as CPUs. Needs a cluster (.ci/slurm-cluster.sh start); one table at the end.
 test-in-job: setup
-	$(LAB_LOCAL) $(BIN)/python tests/integration/lessons_in_job.py --styles "$(IN_JOB_STYLES)" $(IN_JOB_EVERY) -- \
+	$(LAB_LOCAL) $(IN_JOB_PYTHON) tests/integration/lessons_in_job.py --styles "$(IN_JOB_STYLES)" $(IN_JOB_EVERY) -- \
 		--nbval-lax $(NBVAL_OPTS) $(IN_JOB_NOTEBOOKS)
 
 release: setup
@@ -122,10 +127,19 @@ $(MIN_STAMP): requirements.txt pyproject.toml
 	$(MIN_BIN)/python -m pip install --no-deps -e .
 	@touch $@
 
+# The student notebooks it runs: all of them, or test-torch-min-jobs' share.
+TORCH_MIN_NOTEBOOKS ?= notebooks
+
 test-torch-min: $(MIN_STAMP)
 	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
 	$(MIN_BIN)/python -m pytest tests --ignore=tests/integration
-	$(LAB_LOCAL) $(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) $(JUDGE_NONE) notebooks
+	$(LAB_LOCAL) $(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) $(JUDGE_NONE) $(TORCH_MIN_NOTEBOOKS)
+
+# CI's low end, each student notebook once on PyTorch 2.6: the fast lane and the lessons that
+# launch no process here, the lessons that do with their kernel inside Slurm jobs (test-in-job).
+test-torch-min-jobs: $(MIN_STAMP)
+	$(MAKE) --no-print-directory test-torch-min TORCH_MIN_NOTEBOOKS="$(OTHER_NOTEBOOKS)"
+	$(MAKE) --no-print-directory test-in-job IN_JOB_PYTHON=$(MIN_BIN)/python
 
 PY_SOURCES := course_utils tests benchmarks conftest.py
 lint: setup
