@@ -1,9 +1,9 @@
 """Lesson 06 checkers: pass on the reference, fail with a useful message on known-wrong answers.
 
 06.4's reference answer starts the program twice: it passes in the solutions lane (forged runs
-are graded in the sandbox in tests/integration/test_grader_lesson06.py). Here its checks run on records
-given to them and on runs in this process, which the check refuses (records written from the
-kernel); what a killed run leaves is tests/integration/test_fault_tolerance.py's."""
+are graded in the sandbox in tests/integration/test_grader_lesson06.py). Here its checks run on
+records given to them and on runs in this process, which the check refuses (records written from
+the kernel); what a killed run leaves is tests/integration/test_fault_tolerance.py's."""
 
 import io
 import json
