@@ -15,6 +15,7 @@ fails and `job_steps` returns [] (say so; never guess).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from course_utils import processes
@@ -117,6 +118,28 @@ def job_steps(job_id: str, timeout: float = 30) -> list[Step]:
     except OSError:  # no sacct on this machine
         return []
     return parse_sacct(done.stdout) if done.ok else []
+
+
+# States of a job or step that sacct may still change: slurmdbd records a job's end a moment
+# after the job has left the queue, and its steps one by one.
+ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
+SETTLE_POLL = 1.0  # seconds between two readings of a record that is not final yet
+SETTLE_WAIT = 20.0  # seconds after which the record is taken as it stands
+
+
+def ended_job_steps(job_id: str, wait: float | None = None) -> list[Step]:
+    """The record of a job that has left the queue, once sacct holds it whole: the job's line and
+    every step in a final state. After `wait` seconds (SETTLE_WAIT), what sacct holds then ([]
+    for none): the judge that reads it says what is missing."""
+    deadline = time.monotonic() + (SETTLE_WAIT if wait is None else wait)
+    while True:
+        steps = job_steps(job_id)
+        final = steps and any(not s.is_step for s in steps)
+        if final and not any(s.state in ACTIVE for s in steps):
+            return steps
+        if time.monotonic() >= deadline:
+            return steps
+        time.sleep(SETTLE_POLL)
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ class FakeCommands:
                 pytrace=False,
             )
         if callable(answer):
-            return answer(command)
+            answer = answer(command)  # a function's answer is read as any other
         if isinstance(answer, processes.Finished):
             return answer
         if on_line is not None:

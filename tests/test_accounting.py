@@ -56,3 +56,22 @@ def test_job_steps_asks_sacct_and_says_nothing_without_accounting(fake_commands)
 def test_efficiency_needs_the_job_line():
     with pytest.raises(ValueError, match="no job line among the records"):
         accounting.efficiency(accounting.parse_sacct(TWO_NODES)[1:])
+
+
+def test_a_record_still_being_written_is_read_again_until_it_is_final(fake_commands, monkeypatch):
+    """slurmdbd records a job's end a moment after it left the queue: the first reading has
+    the job RUNNING and no step, the second the whole record."""
+    monkeypatch.setattr(accounting, "SETTLE_POLL", 0)
+    readings = iter(["2|wrap|RUNNING|0:0|00:00:01|4|600M||00:00:00|cpu=4|2|\n", TWO_NODES])
+    fake = fake_commands({"sacct": lambda command: next(readings)})
+    steps = accounting.ended_job_steps("2")
+    assert [s.state for s in steps] == ["COMPLETED"] * 3 and len(fake.calls) == 2
+
+
+def test_a_record_that_never_settles_is_returned_as_it_stands(fake_commands, monkeypatch):
+    monkeypatch.setattr(accounting, "SETTLE_POLL", 0)
+    fake_commands({"sacct": "2|wrap|COMPLETING|0:0|00:00:01|4|600M||00:00:00|cpu=4|2|\n"})
+    [job] = accounting.ended_job_steps("2", wait=0.01)
+    assert job.state == "COMPLETING"
+    fake_commands({"sacct": ""})
+    assert accounting.ended_job_steps("2", wait=0) == []

@@ -84,7 +84,7 @@ def _report_rows(output: str) -> dict[str, str]:
 
 def _scheduler_says(job_id: str, ran: dict) -> None:
     """The judge reads the scheduler's own record of the learner's job."""
-    steps = accounting.job_steps(job_id)
+    steps = accounting.ended_job_steps(job_id)
     expect(bool(steps), f"sacct's record of job {job_id}", "none (is accounting on?)")
     job = next(s for s in steps if not s.is_step)
     expect(job.state == "COMPLETED", f"job {job_id} COMPLETED in sacct", job.state)

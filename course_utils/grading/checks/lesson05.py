@@ -18,7 +18,6 @@ which the sanitize file makes compare equal). The probes are in lesson05_harness
 import random
 import re
 import secrets
-import time
 
 import torch
 
@@ -261,12 +260,7 @@ def check_header(text, job: DdpJob, what: str) -> sbatch.Request:
 
 def scheduler_says(job_id, name: str, job: DdpJob) -> None:
     """The judge reads the scheduler's own record of the learner's job."""
-    steps = []
-    for _ in range(5):  # the database may take a moment to hold a job that just ended
-        steps = accounting.job_steps(str(job_id))
-        if steps:
-            break
-        time.sleep(1)
+    steps = accounting.ended_job_steps(str(job_id))
     expect(bool(steps), f"sacct's record of job {job_id}", "none (is accounting on?)")
     main = next((s for s in steps if not s.is_step), None)
     expect(main is not None and main.name == name, f"job {job_id} named {name}", steps[0].name)

@@ -187,7 +187,7 @@ def rank_sums(output: str) -> dict[int, tuple[int, float]]:
 def scheduler_says(job_id, tasks: int) -> None:
     """The judge reads the scheduler's own record of the learner's job: COMPLETED, with a step
     (srun's) of `tasks` tasks."""
-    steps = accounting.job_steps(str(job_id))
+    steps = accounting.ended_job_steps(str(job_id))
     expect(bool(steps), f"sacct's record of job {job_id}", "none (is accounting on?)")
     job = next((s for s in steps if not s.is_step), None)
     state = job.state if job else "no job line"

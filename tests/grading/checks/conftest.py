@@ -1,7 +1,9 @@
-"""What the checker tests share: the test that held-out cases catch a known-wrong answer."""
+"""What the checker tests share: the test that held-out cases catch a known-wrong answer, and
+sacct's canned records read as they stand (they are final by construction)."""
 
 import pytest
 
+from course_utils import accounting
 from course_utils.grading import held_out_cases, run_check
 from course_utils.grading.exercises import run_held_out
 
@@ -24,3 +26,10 @@ def held_out_catches():
         return caught[0].failures[0]
 
     return catches
+
+
+@pytest.fixture(autouse=True)
+def sacct_records_read_once(monkeypatch):
+    """A canned record is not waited for (`accounting.ended_job_steps` waits for the database
+    of a real cluster; tests/test_accounting.py tests that wait)."""
+    monkeypatch.setattr(accounting, "SETTLE_WAIT", 0)

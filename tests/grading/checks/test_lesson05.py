@@ -279,8 +279,7 @@ def test_05_3_the_job_is_ddp_srun_sh_with_the_learner_s_header():
     assert "srun --kill-on-bad-exit=1" in body
 
 
-def test_05_3_sacct_s_record_is_read(fake_commands, monkeypatch):
-    monkeypatch.setattr(lesson05.time, "sleep", lambda s: None)
+def test_05_3_sacct_s_record_is_read(fake_commands):
     rows = (
         "41|ddp-05-3-ab|COMPLETED|0:0|00:00:43|4||0|00:00:10|cpu=4,mem=8G,node=2|2|\n"
         "41.batch|batch|COMPLETED|0:0|00:00:43|2||0|00:00:01|cpu=2,mem=4G,node=1|1|1\n"
