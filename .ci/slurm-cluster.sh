@@ -159,10 +159,17 @@ start() {
     if [ -e "$CONF_DIR/slurm.conf" ] && ! grep -q "$MARKER" "$CONF_DIR/slurm.conf"; then
         die "$CONF_DIR/slurm.conf was not written by this script; refusing to replace it"
     fi
+    local fresh=yes  # no controller state kept: this cluster numbers its jobs from 1 again
+    [ -d "$STATE/ctld" ] && fresh=no
     mkdir -p "$STATE" "$CONF_DIR"
     write_config
     start_munge
     start_database
+    if [ "$fresh" = yes ]; then
+        # A stopped cluster's records would answer `sacct -j <id>` for this one's jobs of the
+        # same ids (sacct showed the older job): its accounting starts empty too.
+        mariadb -e "drop database if exists course_slurm_acct"
+    fi
     start_slurmdbd
     # slurmctld registers the cluster itself; adding it first makes the record exist at once
     # (sacctmgr says "already exists" with exit code 1 on a second add).

@@ -112,12 +112,18 @@ def parse_sacct(text: str) -> list[Step]:
 
 def job_steps(job_id: str, timeout: float = 30) -> list[Step]:
     """The job and its steps as sacct records them ([] where there is no accounting)."""
+    return _sacct(job_id, timeout) or []
+
+
+def _sacct(job_id: str, timeout: float = 30) -> list[Step] | None:
+    """sacct's record of the job; None where sacct itself fails (no sacct, or a cluster that
+    keeps no accounting), which no wait will change."""
     cmd = ["sacct", "--parsable2", "--noheader", "-j", str(job_id), f"--format={','.join(FIELDS)}"]
     try:
         done = processes.run(cmd, timeout=timeout)
     except OSError:  # no sacct on this machine
-        return []
-    return parse_sacct(done.stdout) if done.ok else []
+        return None
+    return parse_sacct(done.stdout) if done.ok else None
 
 
 # States of a job or step that sacct may still change: slurmdbd records a job's end a moment
@@ -133,7 +139,9 @@ def ended_job_steps(job_id: str, wait: float | None = None) -> list[Step]:
     for none): the judge that reads it says what is missing."""
     deadline = time.monotonic() + (SETTLE_WAIT if wait is None else wait)
     while True:
-        steps = job_steps(job_id)
+        steps = _sacct(job_id)
+        if steps is None:  # no accounting: nothing to wait for
+            return []
         final = steps and any(not s.is_step for s in steps)
         if final and not any(s.state in ACTIVE for s in steps):
             return steps

@@ -9,9 +9,10 @@ program on this machine, one process per rank (lessons 00, 05, 09 and 10 run the
 `submit` runs `sbatch --parsable` and waits on the scheduler's own answers: a job still waiting
 in the queue is reported as waiting (with Slurm's reason), not as ended; when the wait ends (its
 time limit, or the kernel interrupted), the job is cancelled with `scancel`, and the output says
-so. The finished job's record comes from `sacct` (`accounting.job_steps`), the record a learner's
-code cannot write. `local_run` starts the ranks through `launching.run_programs` with torchrun's
-variables; a shape of several nodes is emulated, each rank naming its node (NODE_VARIABLE).
+so. The finished job's record comes from `sacct` (`accounting.ended_job_steps`: once slurmdbd
+has written its end), the record a learner's code cannot write. `local_run` starts the ranks
+through `launching.run_programs` with torchrun's variables; a shape of several nodes is emulated,
+each rank naming its node (NODE_VARIABLE).
 Which of the two a lesson takes is a plain function of what the machine answered
 (`choose_launcher`); LAUNCHER_VARIABLE decides instead when set.
 """
@@ -260,9 +261,11 @@ def submit(
         said = (done.stderr or done.stdout).strip() or done.describe()
         return Job(name, "slurm", 1, f"sbatch refused the job: {said}\n", done.seconds)
     state, note = wait(job_id, timeout)
+    # slurmdbd writes a job's end a moment after the job left the queue: read its record whole
+    steps = tuple(accounting.ended_job_steps(job_id))
+    state = state or _final_state(job_id, steps)
     files = sorted(logs.glob(f"{name}-{job_id}[._]*out"))
     text = "".join(p.read_text(errors="replace") for p in files) + (f"{note}\n" if note else "")
-    steps = tuple(accounting.job_steps(job_id))
     code, seconds = _returncode(state, steps), time.monotonic() - start
     return Job(name, "slurm", code, text, seconds, job_id, state, steps)
 
@@ -279,15 +282,16 @@ def job_states(job_id: str) -> dict[str, tuple[str, str]]:
 
 
 def wait(job_id: str, timeout: float, poll: float | None = None) -> tuple[str, str]:
-    """(final state, a note) once the job left the queue; past `timeout`, or interrupted, the job
-    is cancelled and the note says so (a job still waiting is said to be waiting)."""
+    """("", "") once the job left the queue (its final state is the scheduler's record's to
+    say); past `timeout`, or interrupted, the job is cancelled and the note says so (a job still
+    waiting is said to be waiting: "PENDING", else "CANCELLED")."""
     poll = POLL if poll is None else poll
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             states = job_states(job_id)
             if not states:
-                return _final_state(job_id), ""
+                return "", ""
             time.sleep(poll)
     except KeyboardInterrupt:
         _cancel(job_id)
@@ -308,12 +312,12 @@ def _cancel(job_id: str) -> None:
     processes.run(["scancel", job_id], timeout=30)
 
 
-def _final_state(job_id: str) -> str:
-    """The scheduler's last word on a job that left the queue: sacct's state (the worst of an
-    array's tasks), else scontrol's, else UNKNOWN."""
-    steps = [s for s in accounting.job_steps(job_id) if not s.is_step]
-    if steps:
-        bad = [s.state for s in steps if s.state != "COMPLETED"]
+def _final_state(job_id: str, steps: Sequence[accounting.Step]) -> str:
+    """The scheduler's last word on a job that left the queue: sacct's state in `steps` (the
+    worst of an array's tasks), else scontrol's, else UNKNOWN."""
+    jobs = [s for s in steps if not s.is_step]
+    if jobs:
+        bad = [s.state for s in jobs if s.state != "COMPLETED"]
         return bad[0] if bad else "COMPLETED"
     done = processes.run(["scontrol", "-o", "show", "job", job_id], timeout=30)
     for word in done.stdout.split() if done.ok else []:

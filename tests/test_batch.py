@@ -5,7 +5,7 @@ jobs themselves are tested in tests/integration."""
 
 import pytest
 
-from course_utils import batch, processes
+from course_utils import accounting, batch, processes
 from course_utils.lab import cluster
 from course_utils.ranks import DistEnv
 
@@ -101,7 +101,9 @@ def _queue(states):
 
 @pytest.fixture
 def quick(monkeypatch):
+    """No pause between two looks at the queue, nor for a record that sacct never completes."""
     monkeypatch.setattr(batch, "POLL", 0.0)
+    monkeypatch.setattr(accounting, "SETTLE_WAIT", 0.0)
 
 
 def test_a_job_is_waited_for_until_it_leaves_the_queue(fake_commands, tmp_path, quick):
@@ -126,6 +128,38 @@ def test_a_failed_job_gives_its_exit_code(fake_commands, tmp_path, quick):
     fake_commands({"sbatch": "12\n", "squeue": _queue([[]]), "sacct": SACCT_FAILED})
     job = batch.submit(tmp_path / "job.sh", name="mine", logs=tmp_path)
     assert (job.returncode, job.state) == (3, "FAILED")
+
+
+def test_a_job_s_end_is_read_once_sacct_has_recorded_it(fake_commands, tmp_path, monkeypatch):
+    """slurmdbd records the end a moment after the job left the queue: the first reading still
+    says RUNNING (a finished job taken for a failed one, exit code 1, until this waited)."""
+    monkeypatch.setattr(batch, "POLL", 0.0)
+    monkeypatch.setattr(accounting, "SETTLE_POLL", 0.0)
+    readings = iter([SACCT_DONE.replace("COMPLETED", "RUNNING"), SACCT_DONE])
+    fake = fake_commands(
+        {"sbatch": "12\n", "squeue": _queue([[]]), "sacct": lambda command: next(readings)}
+    )
+    job = batch.submit(tmp_path / "job.sh", name="mine", logs=tmp_path)
+    assert (job.returncode, job.state) == (0, "COMPLETED")
+    assert sum(c[0] == "sacct" for c in fake.calls) == 2
+
+
+def test_a_cluster_without_accounting_is_not_waited_for(fake_commands, tmp_path, monkeypatch):
+    monkeypatch.setattr(batch, "POLL", 0.0)
+    no_accounting = processes.Finished(
+        ("sacct",), 1, "", "sacct: error: Slurm accounting storage is disabled\n", 0.0
+    )
+    fake_commands(
+        {
+            "sbatch": "12\n",
+            "squeue": _queue([[]]),
+            "sacct": no_accounting,
+            "scontrol": "JobId=12 JobState=COMPLETED Reason=None\n",
+        }
+    )
+    job = batch.submit(tmp_path / "job.sh", name="mine", logs=tmp_path)
+    assert (job.returncode, job.state, job.steps) == (0, "COMPLETED", ())
+    assert job.seconds < accounting.SETTLE_WAIT
 
 
 def test_a_job_still_waiting_at_the_limit_is_said_to_wait_and_cancelled(

@@ -175,7 +175,7 @@ def _reproduced(record: dict, what: str) -> None:
 def _scheduler_says(record: dict, name: str, text: str, what: str) -> str:
     """sacct's record of a Slurm run: completed, named for this script, on its nodes."""
     job = str(record["label"]["job"])
-    steps = [s for s in accounting.job_steps(job) if not s.is_step]
+    steps = [s for s in accounting.ended_job_steps(job) if not s.is_step]
     if not steps:
         expect(shutil.which("sacct") is None, f"sacct's record of job {job}", "none", what)
         return "no accounting here"
