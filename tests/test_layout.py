@@ -64,6 +64,36 @@ def test_the_runner_knows_nothing_of_grades(path):
     assert all(i.startswith(allowed) for i in tooling), sorted(tooling)
 
 
+def _loaded_at_import(module: str) -> set[str]:
+    """Every module importing `module` runs: its parent packages, and the imports at the top of
+    each (not those inside a function or under TYPE_CHECKING), followed through course_utils."""
+    files = {_module_name(p): p for p in MODULES}
+    loaded, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        for found in (n for n in [*parents, name] if n not in loaded):
+            loaded.add(found)
+            if found not in files:
+                continue
+            for node in ast.parse(files[found].read_text()).body:  # the top level only
+                if isinstance(node, ast.Import):
+                    todo += [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    todo.append(node.module)
+                    todo += [f"{node.module}.{a.name}" for a in node.names]
+    return {n for n in loaded if n in files or not n.startswith("course_utils")}
+
+
+def test_a_graded_run_s_plugins_import_no_torch():
+    """The runner's two plugins load inside every graded run, whose process only drives the
+    kernel: importing torch there cost each notebook about 2 s (grading/__init__.py is lazy)."""
+    for plugin in ("nbval_record", "kernel_watch"):
+        loaded = _loaded_at_import(f"course_utils.grading.runner.{plugin}")
+        assert "course_utils.grading.runner" in loaded and "course_utils.grading" in loaded
+        assert not {n for n in loaded if n.split(".")[0] == "torch"}, (plugin, sorted(loaded))
+
+
 def test_the_grader_uses_the_runner():
     grader = PACKAGE_DIR / "grading" / "grader"
     uses = set().union(*(_imports(p) for p in grader.glob("*.py")))
