@@ -258,7 +258,7 @@ def assert_live_widget_answers(page, name: str) -> None:
     readout = slider.locator(".widget-readout")
     before = int(readout.inner_text())
     slider.locator(".noUi-handle, .ui-slider-handle, [role='slider']").first.press("ArrowRight")
-    after = _changed_readout(readout, before, timeout=10)  # the readout follows the key press
+    after = changed_readout(readout, before, timeout=10)  # the readout follows the key press
     assert after == before + 16, f"batch slider went from {before} to {after}, expected +16"
     assert interact.locator("button", has_text="Run Interact").count() == 0, "no button to press"
     answer = interact.locator(".jp-OutputArea-output")
@@ -267,7 +267,7 @@ def assert_live_widget_answers(page, name: str) -> None:
     screenshot(interact, f"{name}-widget")
 
 
-def _changed_readout(readout, before: int, timeout: float) -> int:
+def changed_readout(readout, before: int, timeout: float) -> int:
     """The slider's readout once it shows another value than `before` (or `before` again after
     `timeout` seconds): the page redraws it after the key press, not with it."""
     deadline = time.monotonic() + timeout

@@ -155,9 +155,10 @@ def test_hub_learner_runs_lesson00_and_widgets_render(page, hub):
     bs.add_cell_and_run(page, "import ipywidgets as w; w.IntSlider(value=7, description='probe')")
     slider = bs.notebook(page).locator(".widget-slider").last
     slider.wait_for(timeout=30_000)
-    assert slider.locator(".widget-readout").inner_text() == "7"
+    readout = slider.locator(".widget-readout")
+    assert readout.inner_text() == "7"
     slider.locator("[role='slider'], .noUi-handle").first.press("ArrowRight")
-    assert slider.locator(".widget-readout").inner_text() == "8"
+    assert bs.changed_readout(readout, 7, timeout=10) == 8  # redrawn after the key press
     bs.add_cell_and_run(page, "import matplotlib.pyplot as plt; plt.plot([1, 4, 9]); plt.show()")
     _assert_figure(page, "hub-probe")
     bs.screenshot(page, "hub-00-probes")
