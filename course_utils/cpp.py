@@ -197,12 +197,37 @@ def build_project(
 def build_programs(
     targets=PROGRAMS, folder: str | os.PathLike | None = None, use_cuda_toolkit: bool = False
 ) -> Build:
-    """Configure (once) and build the course's C++ programs in build/cpp."""
+    """Configure (once) and build the course's C++ programs in build/cpp. In a grading run
+    whose grader built them beforehand (PREBUILT_VARIABLE names that read-only folder), those
+    are the programs: each learner's run would otherwise build the same ones cold."""
     unknown = set(targets) - set(PROGRAMS)
     if unknown:
         raise ValueError(f"unknown C++ program(s) {sorted(unknown)}; choose from {PROGRAMS}")
+    prebuilt = prebuilt_programs()
+    if folder is None and prebuilt and not use_cuda_toolkit:
+        return Build(prebuilt, 0.0, False, True)
     folder = folder or build_root() / "cpp"
     return build_project(cpp_source_dir(), folder, targets, use_cuda_toolkit)
+
+
+# Set by `course grade` in a sandboxed run of lesson 07: the grader's own build/cpp, read-only.
+PREBUILT_VARIABLE = "COURSE_PREBUILT_PROGRAMS"
+
+
+def prebuilt_programs() -> Path | None:
+    """The folder of the course's programs built beforehand, when it holds all of them."""
+    folder = os.environ.get(PREBUILT_VARIABLE)
+    if folder and all((Path(folder) / name).is_file() for name in PROGRAMS):
+        return Path(folder)
+    return None
+
+
+def is_course_program(program: str | os.PathLike) -> bool:
+    """`program` is one of the course's own programs (built here, or beforehand by a grader),
+    not one a learner built from a project of their own."""
+    folders = [build_root() / "cpp", prebuilt_programs()]
+    where = Path(program).resolve().parent
+    return any(f is not None and where == f.resolve() for f in folders)
 
 
 # ---------------------------------------------------------------------------- running

@@ -201,3 +201,32 @@ def test_time_ratio_is_a_difference_only_where_the_rounds_do_not_overlap():
     assert ratio == pytest.approx(2.8 / 2.9) and not differs
     with pytest.raises(ValueError, match="at least one round"):
         cpp.time_ratio([], [1.0])
+
+
+def _programs(folder, names=cpp.PROGRAMS):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("")
+    return folder
+
+
+def test_a_grading_run_uses_the_programs_its_grader_built(tmp_path, monkeypatch, fake_commands):
+    """In the sandbox, `course grade` shows its own build/cpp read-only: nothing is built (no
+    command runs: fake_commands has no answer), and those count as the course's programs."""
+    fake = fake_commands({})
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path / "run-build"))
+    prebuilt = _programs(tmp_path / "grader" / "cpp")
+    monkeypatch.setenv(cpp.PREBUILT_VARIABLE, str(prebuilt))
+    build = cpp.build_programs(["aoti_run"])
+    assert (build.folder, build.up_to_date, build.seconds) == (prebuilt, True, 0.0)
+    assert fake.calls == []
+    assert cpp.is_course_program(build.program("aoti_run"))
+    assert cpp.is_course_program(tmp_path / "run-build" / "cpp" / "aoti_run")  # built in the run
+    assert not cpp.is_course_program(_programs(tmp_path / "mine", ["predict"]) / "predict")
+
+
+def test_a_prebuilt_folder_missing_a_program_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv(cpp.PREBUILT_VARIABLE, str(_programs(tmp_path, ["aoti_run"])))
+    assert cpp.prebuilt_programs() is None
+    monkeypatch.delenv(cpp.PREBUILT_VARIABLE)
+    assert cpp.prebuilt_programs() is None

@@ -156,6 +156,21 @@ def test_sandbox_env_takes_nothing_from_the_grader(monkeypatch):
     assert env["COURSE_CPP_DIR"] == str(REPO_ROOT / "cpp")
 
 
+def test_the_graders_own_programs_are_shown_read_only_once_built(tmp_path, monkeypatch):
+    """Lesson 07's runs use the course's programs the grader built (lesson07.prepare_runs)
+    instead of building them cold, each in its own run."""
+    from course_utils import cpp
+
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
+    assert sandbox.course_programs() == []
+    assert cpp.PREBUILT_VARIABLE not in sandbox.sandbox_env("tok", 2)
+    (tmp_path / "cpp").mkdir()
+    for name in cpp.PROGRAMS:
+        (tmp_path / "cpp" / name).write_text("")
+    assert str(tmp_path / "cpp") in sandbox.visible_paths()[0]
+    assert sandbox.sandbox_env("tok", 2)[cpp.PREBUILT_VARIABLE] == str(tmp_path / "cpp")
+
+
 def test_identity_files_name_only_the_sandbox_user(tmp_path):
     files = dict(
         (inside, Path(host).read_text()) for host, inside in sandbox.identity_files(tmp_path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from course_utils.grading.grader.gradebook import ERROR
 from course_utils.grading.grader.pipeline import grade_all
 from course_utils.grading.grader.plan import Lesson
-from course_utils.grading.grader.prepared import Prepared, finish
+from course_utils.grading.grader.prepared import Prepared, finish, prepare_runs
 from course_utils.grading.grader.results import choose_seed
 from course_utils.grading.grader.submissions import find_submissions
 from course_utils.grading.runner import sandbox
@@ -143,6 +143,8 @@ def grade_main(args) -> int:
         return 2
     for line in ready.skipped:
         print(line, file=sys.stderr)
+    for line in prepare_runs(ready.lessons, ready.limits):
+        print(line)
     if not ready.limits.sandbox:
         print(
             "course grade: --no-sandbox: learners' code runs with your rights (the gradebook's "

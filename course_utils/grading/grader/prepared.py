@@ -28,6 +28,23 @@ class Prepared:
     hidden: list[Path]  # what the sandbox must never show
 
 
+def prepare_runs(lessons: dict[str, Lesson], limits: Limits) -> list[str]:
+    """What the graded lessons' sandboxed runs need made once on this machine before they start
+    (a checks module's `prepare_runs`: lesson 07 builds the course's C++ programs); one line
+    each of what was done. A job array's tasks find it made by the grader that submitted it."""
+    import importlib
+
+    if not limits.sandbox:
+        return []
+    said = []
+    for number in sorted(lessons):
+        module = importlib.import_module(f"course_utils.grading.checks.lesson{number}")
+        prepare = getattr(module, "prepare_runs", None)
+        if prepare is not None:
+            said.append(prepare())
+    return said
+
+
 def finish(args, grades: list[SubmissionGrade]) -> None:
     """Write the gradebook, feedback, JUnit report and the LMS file asked for; print the table
     and where each file is."""

@@ -5,11 +5,12 @@
 namespaces, so it has no network but loopback, sees only its own processes, and dies with the
 grader (`--die-with-parent`; the PID namespace ends every process in it with its first one).
 The file system it sees is a whitelist (`Layout`): /usr and a few files of /etc, the Python
-installation, the `course_utils` package and the C++ sources (cpp/) read-only, at their own
-paths; one writable tmpfs of `max_disk` bytes at /tmp (HOME, TMPDIR, the notebook's folder, the
-build folder of lesson 07's C++ programs); a fresh /dev with its own
-/dev/shm tmpfs; the run's record file. Everything else (solutions/, the gradebook folder, other
-submissions, the instructor's home) is not there at all. The environment is cleared.
+installation, the `course_utils` package, the C++ sources (cpp/) and the course's programs the
+grader built (build/cpp) read-only, at their own paths; one writable tmpfs of `max_disk` bytes
+at /tmp (HOME, TMPDIR, the notebook's folder, the build folder of lesson 07's C++ builds); a
+fresh /dev with its own /dev/shm tmpfs; the run's record file. Everything else (solutions/, the
+gradebook folder, other submissions, the instructor's home) is not there at all. The environment
+is cleared.
 
 Resource limits (`Limits`, limits.py) are set inside the sandbox with util-linux's `prlimit`:
 address space, file size, CPU time, no core dumps, and processes (RLIMIT_NPROC; as root, whose
@@ -34,7 +35,7 @@ from pathlib import Path
 from course_utils import processes
 from course_utils.grading.runner import cgroups
 from course_utils.grading.runner.limits import DEFAULTS
-from course_utils.paths import PACKAGE_DIR
+from course_utils.paths import PACKAGE_DIR, build_root
 
 BWRAP_ENV = "COURSE_BWRAP"  # another bwrap executable (tests point it at a failing stub)
 SANDBOX_UID = 65534  # "nobody" inside the sandbox
@@ -190,11 +191,22 @@ def course_sources() -> list[str]:
         return []
 
 
+def course_programs() -> list[str]:
+    """The course's own C++ programs as the grader built them before the runs (build/cpp, when
+    it holds all of them): shown read-only, so a run of lesson 07 uses them instead of building
+    them cold (cpp.PREBUILT_VARIABLE); none where they were not built."""
+    from course_utils import cpp  # imports torch: only when a layout is built
+
+    folder = build_root() / "cpp"
+    return [str(folder)] if all((folder / p).is_file() for p in cpp.PROGRAMS) else []
+
+
 def visible_paths() -> tuple[list[str], list[tuple[str, str]]]:
-    """Everything a grading run shows: (read-only paths: system, Python, the C++ sources;
-    symlinks)."""
+    """Everything a grading run shows: (read-only paths: system, Python, the C++ sources and
+    programs; symlinks)."""
     read_only, links = system_layout()
-    return _outermost(read_only + python_paths() + course_sources()), links
+    shown = read_only + python_paths() + course_sources() + course_programs()
+    return _outermost(shown), links
 
 
 def _sys_path_entry(package: str) -> str | None:
@@ -264,6 +276,11 @@ def sandbox_env(token: str, threads: int) -> dict[str, str]:
     sources = course_sources()
     if sources:  # where the grader found them (COURSE_CPP_DIR or the repository's cpp/)
         env["COURSE_CPP_DIR"] = sources[0]
+    programs = course_programs()
+    if programs:
+        from course_utils.cpp import PREBUILT_VARIABLE
+
+        env[PREBUILT_VARIABLE] = programs[0]
     return env
 
 

@@ -198,3 +198,45 @@ def test_lazy_answers_are_flagged_and_builds_are_allowed():
     }
     flags = review_flags(lazy)
     assert [f.split(":")[0] for f in flags] == ["07.1", "07.2", "07.3"], flags
+
+
+# ---- what the grader builds once before lesson 07's sandboxed runs ---------------------------
+
+
+def test_the_grader_builds_the_course_programs_once_for_the_runs(tmp_path, monkeypatch):
+    from course_utils import cpp
+    from course_utils.grading.grader.prepared import prepare_runs
+    from course_utils.grading.runner.limits import Limits
+
+    built = []
+
+    def build_programs(targets=cpp.PROGRAMS, folder=None, use_cuda_toolkit=False):
+        built.append(folder)
+        return cpp.Build(folder, 12.5, True, False)
+
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
+    monkeypatch.setattr(cpp, "toolchain_missing", lambda: None)
+    monkeypatch.setattr(cpp, "build_programs", build_programs)
+    lessons = {"06": object(), "07": object()}
+    said = prepare_runs(lessons, Limits(sandbox=True))
+    assert built == [tmp_path / "cpp"]  # the grader's own folder, never a prebuilt one
+    assert said == [
+        f"lesson 07: C++ programs built in {tmp_path / 'cpp'} (12.5 s), shown read-only to each run"
+    ]
+    assert prepare_runs(lessons, Limits(sandbox=False)) == [] and len(built) == 1
+
+
+def test_without_a_toolchain_or_with_a_failed_build_each_run_builds_its_own(monkeypatch):
+    from course_utils import cpp
+
+    monkeypatch.setattr(cpp, "toolchain_missing", lambda: "cmake not found on PATH")
+    assert lesson07.prepare_runs() == (
+        "lesson 07: the course's C++ programs are not built beforehand (cmake not found on PATH)"
+    )
+
+    def fails(**kwargs):
+        raise cpp.CppProgramError("cmake --build failed (exit code 1):\nerror: ...")
+
+    monkeypatch.setattr(cpp, "toolchain_missing", lambda: None)
+    monkeypatch.setattr(cpp, "build_programs", fails)
+    assert "beforehand failed (cmake --build failed (exit code 1):)" in lesson07.prepare_runs()
