@@ -327,6 +327,19 @@ def write_hub_config(tmp: Path, port: int) -> Path:
     return config
 
 
+def centre_kernel() -> Path:
+    """Where the course kernel goes when a centre registers it in its own venv (README's step 2;
+    test_hub_slurm.py). The centre's venv is a cache shared by every checkout on this machine."""
+    return CENTRE / "share" / "jupyter" / "kernels" / "course"
+
+
+def remove_centre_kernel() -> None:
+    """No course kernel in the centre's venv: a server in a venv prefers the venv's kernels to a
+    learner's --user one, so one left there (by test_hub_slurm, or a checkout since moved) would
+    run another checkout's interpreter, or one that is gone ("No Kernel")."""
+    shutil.rmtree(centre_kernel(), ignore_errors=True)
+
+
 def register_course_kernel(home: Path) -> None:
     """What a learner does once in a terminal with the course environment: a --user kernel."""
     subprocess.run(

@@ -125,6 +125,7 @@ def hub(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hub")
     home = tmp / "home" / "learner"
     bs.copy_lessons(home, [LESSON_00])
+    bs.remove_centre_kernel()  # this centre offers none: the learner registers their own
     bs.register_course_kernel(home)
     port = bs.free_port()
     config = bs.write_hub_config(tmp, port)

@@ -75,9 +75,18 @@ def slurm_hub(tmp_path):
             cancel(job["id"])
 
 
-def test_slurmspawner_hub_runs_lessons_in_the_learners_job(page, slurm_hub, tmp_path):
+@pytest.fixture
+def centre_kernel():
+    """The course kernel registered in the centre's venv for this test, and gone after it."""
+    try:
+        yield hub.register_kernel_in_centre()
+    finally:
+        bs.remove_centre_kernel()
+
+
+def test_slurmspawner_hub_runs_lessons_in_the_learners_job(page, slurm_hub, centre_kernel):
     base, marker = slurm_hub
-    course_python = hub.register_kernel_in_centre()
+    course_python = centre_kernel
     started = time.monotonic()
     bs.hub_login(page, base, "learner")
     job = hub.wait_for_running_job(marker)
