@@ -106,15 +106,20 @@ def slurm_state(job: batch.Job) -> str:
     return said + (f" Steps: {' '.join(steps)}" if steps else "")
 
 
-def kernel_lines(job_id: str, log: str | None = None) -> tuple[str, ...]:
+def kernel_lines(
+    job_id: str, log: str | None = None, pids: set[str] | None = None
+) -> tuple[str, ...]:
     """The kernel's "Killed process PID (name) ..." lines for processes of job `job_id`
-    (its oom-kill line names the job's cgroup). Empty where dmesg is not readable."""
+    (its oom-kill line names the job's cgroup), and of `pids` when given: the processes the
+    job's output names. A job id comes back when a controller starts afresh (the test cluster,
+    each time it starts), and the kernel's log still holds the kills of the older job of that
+    id. Empty where dmesg is not readable."""
     if log is None:
         done = processes.run(["dmesg"], timeout=30)
         log = done.stdout if done.ok else ""
-    pids = set(re.findall(rf"oom_memcg=\S*/job_{job_id}\b.*?,pid=(\d+)", log))
+    in_job = set(re.findall(rf"oom_memcg=\S*/job_{job_id}\b.*?,pid=(\d+)", log))
     lines = re.findall(r"^(?:\[[\s\d.]+\]\s*)?(.*Killed process (\d+) .*)$", log, re.M)
-    return tuple(line for line, pid in lines if pid in pids)
+    return tuple(line for line, pid in lines if pid in in_job and (pids is None or pid in pids))
 
 
 def submit(case: Case, folder, images, timeout: float = 180) -> JobRun:
@@ -133,7 +138,7 @@ def submit(case: Case, folder, images, timeout: float = 180) -> JobRun:
         job.returncode if job.state not in ("PENDING", "CANCELLED") else None,
         slurm_state(job),
         job.output,
-        kernel_lines(job.job_id),
+        kernel_lines(job.job_id, pids=set(job_memory.announced_pids(job.output))),
     )
 
 

@@ -262,13 +262,19 @@ def oom_report(output: str) -> OomReport:
     )
 
 
-def killed_roles(output: str, kernel: tuple[str, ...] | list[str]) -> list[str]:
-    """Who the kernel's "Killed process PID (name)" lines name, by the roles the program printed
-    ("main process (pid 5)", "worker 1 (pid 7)"); a pid it never printed stays "pid 9 (name)"."""
-    roles = {
+def announced_pids(output: str) -> dict[str, str]:
+    """{pid: role} of the processes the program said it runs ("main process (pid 5)", "worker 1
+    (pid 7)"), from its output."""
+    return {
         pid: role
         for role, pid in re.findall(r"^(main process|worker \d+) \(pid (\d+)\)", output, re.M)
     }
+
+
+def killed_roles(output: str, kernel: tuple[str, ...] | list[str]) -> list[str]:
+    """Who the kernel's "Killed process PID (name)" lines name, by the roles the program printed
+    ("main process (pid 5)", "worker 1 (pid 7)"); a pid it never printed stays "pid 9 (name)"."""
+    roles = announced_pids(output)
     killed = []
     for line in kernel:
         m = re.search(r"Killed process (\d+) \(([^)]*)\)", line)

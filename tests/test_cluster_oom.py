@@ -4,7 +4,7 @@ test_failures_oom_slurm.py submits the jobs to a real cluster)."""
 
 import re
 
-from course_utils import cluster_oom, processes
+from course_utils import cluster_oom, job_memory, processes
 
 DMESG = """\
 [ 5631.966711] pt_data_worker invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0
@@ -33,6 +33,18 @@ def test_kernel_lines_keep_only_the_jobs_own_kills():
         "oom_score_adj:0",
     )  # job 640's kill is another job's
     assert cluster_oom.kernel_lines("65", DMESG) == ()
+
+
+def test_kernel_lines_leave_out_an_older_job_of_the_same_id():
+    """A controller that starts afresh numbers its jobs from 1 again: the kernel's log still
+    holds the kills of the older job 64, whose pids this job's output never named."""
+    older = DMESG.replace("18829", "13636").replace("5631.", "1200.")
+    output = "main process (pid 18829): 4 DataLoader workers read images.npy\n"
+    pids = set(job_memory.announced_pids(output))
+    assert pids == {"18829"}
+    (line,) = cluster_oom.kernel_lines("64", older + DMESG, pids)
+    assert "Killed process 18829 (python)" in line
+    assert len(cluster_oom.kernel_lines("64", older + DMESG)) == 2  # by the job id alone
 
 
 def test_kernel_lines_ask_dmesg_and_give_nothing_where_it_is_not_readable(monkeypatch):
