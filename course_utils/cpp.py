@@ -206,8 +206,18 @@ def build_programs(
     prebuilt = prebuilt_programs()
     if folder is None and prebuilt and not use_cuda_toolkit:
         return Build(prebuilt, 0.0, False, True)
-    folder = folder or build_root() / "cpp"
+    folder = folder or programs_dir()
     return build_project(cpp_source_dir(), folder, targets, use_cuda_toolkit)
+
+
+def programs_dir() -> Path:
+    """Where `build_programs` builds the course's programs: build/cpp."""
+    return build_root() / "cpp"
+
+
+def holds_programs(folder: str | os.PathLike) -> bool:
+    """`folder` holds every one of the course's programs (built, not merely configured)."""
+    return all((Path(folder) / name).is_file() for name in PROGRAMS)
 
 
 # Set by `course grade` in a sandboxed run of lesson 07: the grader's own build/cpp, read-only.
@@ -217,15 +227,13 @@ PREBUILT_VARIABLE = "COURSE_PREBUILT_PROGRAMS"
 def prebuilt_programs() -> Path | None:
     """The folder of the course's programs built beforehand, when it holds all of them."""
     folder = os.environ.get(PREBUILT_VARIABLE)
-    if folder and all((Path(folder) / name).is_file() for name in PROGRAMS):
-        return Path(folder)
-    return None
+    return Path(folder) if folder and holds_programs(folder) else None
 
 
 def is_course_program(program: str | os.PathLike) -> bool:
     """`program` is one of the course's own programs (built here, or beforehand by a grader),
     not one a learner built from a project of their own."""
-    folders = [build_root() / "cpp", prebuilt_programs()]
+    folders = [programs_dir(), prebuilt_programs()]
     where = Path(program).resolve().parent
     return any(f is not None and where == f.resolve() for f in folders)
 

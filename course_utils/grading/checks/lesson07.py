@@ -174,7 +174,7 @@ def prepare_runs() -> str:
     if missing:
         return f"lesson 07: the course's C++ programs are not built beforehand ({missing})"
     try:
-        build = cpp.build_programs(folder=build_root() / "cpp")
+        build = cpp.build_programs(folder=cpp.programs_dir())  # never the prebuilt ones
     except cpp.CppProgramError as e:
         first = str(e).splitlines()[0]
         return f"lesson 07: building the course's C++ programs beforehand failed ({first})"

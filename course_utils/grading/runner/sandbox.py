@@ -35,7 +35,7 @@ from pathlib import Path
 from course_utils import processes
 from course_utils.grading.runner import cgroups
 from course_utils.grading.runner.limits import DEFAULTS
-from course_utils.paths import PACKAGE_DIR, build_root
+from course_utils.paths import PACKAGE_DIR
 
 BWRAP_ENV = "COURSE_BWRAP"  # another bwrap executable (tests point it at a failing stub)
 SANDBOX_UID = 65534  # "nobody" inside the sandbox
@@ -197,8 +197,8 @@ def course_programs() -> list[str]:
     them cold (cpp.PREBUILT_VARIABLE); none where they were not built."""
     from course_utils import cpp  # imports torch: only when a layout is built
 
-    folder = build_root() / "cpp"
-    return [str(folder)] if all((folder / p).is_file() for p in cpp.PROGRAMS) else []
+    folder = cpp.programs_dir()
+    return [str(folder)] if cpp.holds_programs(folder) else []
 
 
 def visible_paths() -> tuple[list[str], list[tuple[str, str]]]:

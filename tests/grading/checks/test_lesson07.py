@@ -240,3 +240,10 @@ def test_without_a_toolchain_or_with_a_failed_build_each_run_builds_its_own(monk
     monkeypatch.setattr(cpp, "toolchain_missing", lambda: None)
     monkeypatch.setattr(cpp, "build_programs", fails)
     assert "beforehand failed (cmake --build failed (exit code 1):)" in lesson07.prepare_runs()
+
+
+def test_a_lesson_whose_checks_do_not_import_prepares_nothing():
+    from course_utils.grading.grader.prepared import prepare_runs
+    from course_utils.grading.runner.limits import Limits
+
+    assert prepare_runs({"99": object()}, Limits(sandbox=True)) == []
