@@ -253,7 +253,8 @@ def _expect_the_most_expensive(name, own: dict, events: list[dict]) -> str:
         name not in regions,
         f"{top!r}, the operator with the largest self time in your trace ({most / 1e3:.3g} ms)",
         f"{name!r}, an annotated region of the trace, not an operator: rank by self time (an "
-        "operator's own work), not total time (which includes everything inside a region)",
+        "operator's own work), not total time (which includes everything inside a region), "
+        "and operators only (a region's row of key_averages() has is_user_annotation set)",
     )
     expect(
         name in own,

@@ -18,7 +18,7 @@ import torch
 from course_utils import timing
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
 from course_utils.grading.checks import lesson03, lesson03_harness
-from course_utils.profiling import profile_call, read_trace
+from course_utils.profiling import operator_self_times, profile_call, read_trace
 
 # The judge's own profile and timing of a step depend on its batch and seed alone: measured
 # once here for every test of 03.4 (a judge grades one notebook; each test would measure again).
@@ -200,9 +200,13 @@ def skips_the_last_batch(train_step, batches, synchronize, clock=time.perf_count
     return images_per_second(train_step, batches[:-1], synchronize, clock, warmup)
 
 
-def most_expensive_operator(step, trace_path):
-    prof = profile_call(step, trace_path=trace_path)
-    return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
+def _top_operator(prof) -> str:
+    operators = [row for row in prof.key_averages() if not row.is_user_annotation]
+    return max(operators, key=lambda row: row.self_cpu_time_total).key
+
+
+def most_expensive_operator(step, trace_path):  # the solution's
+    return _top_operator(profile_call(step, trace_path=trace_path))
 
 
 def most_expensive_operator_with_the_profiler(step, trace_path):  # torch.profiler itself
@@ -211,6 +215,11 @@ def most_expensive_operator_with_the_profiler(step, trace_path):  # torch.profil
     with profile(record_shapes=True) as prof:
         step()
     prof.export_chrome_trace(str(trace_path))
+    return _top_operator(prof)
+
+
+def with_the_regions(step, trace_path):  # every row of the table, annotated regions too
+    prof = profile_call(step, trace_path=trace_path)
     return max(prof.key_averages(), key=lambda e: e.self_cpu_time_total).key
 
 
@@ -332,7 +341,12 @@ def test_reference_answers_pass(exercise_id, answer):
             r"\(.* ms\), got '[^']+', (with \d+% of that|an annotated region .*): "
             r"rank by self time",
         ),
-        ("03.4", names_a_region, r"got 'Optimizer.step[^']*', an annotated region of the trace"),
+        (
+            "03.4",
+            names_a_region,
+            r"got 'Optimizer.step[^']*', an annotated region of the trace, .*: rank .* and "
+            r"operators only \(a region's row of key_averages\(\) has is_user_annotation set\)",
+        ),
         ("03.4", profiles_something_else, r"got step\(\) never called: profile step\(\)"),
         (
             "03.4",
@@ -349,6 +363,23 @@ def test_wrong_answers_fail_with_a_useful_message(exercise_id, answer, message):
 
 
 # ---- 03.4: the run is the learner's; forged evidence fails ----------------------------------
+
+
+def test_03_4_answers_pass_over_a_region_that_outweighs_every_operator(tmp_path):
+    """On a busy machine, Optimizer.zero_grad's region once held more self time than any
+    operator of the check's step (CI's solutions lane). A region that sleeps makes it certain."""
+    model = torch.nn.Linear(8, 8)
+
+    def step():
+        with torch.profiler.record_function("a slow region"):
+            time.sleep(0.05)
+        model(torch.randn(4, 8)).sum().backward()
+
+    assert with_the_regions(step, tmp_path / "regions.json") == "a slow region"
+    for answer in (most_expensive_operator, most_expensive_operator_with_the_profiler):
+        trace = tmp_path / f"{answer.__name__}.json"
+        top = answer(step, trace)
+        assert top in operator_self_times(read_trace(trace)), top
 
 
 def test_03_4_without_a_trace_is_not_attempted():
