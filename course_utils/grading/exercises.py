@@ -177,17 +177,25 @@ def run_held_out(exercise_id: str, seed: int, *answers, **params) -> HeldOutResu
 LOAD_ERRORS: dict[str, str] = {}  # checker module -> why it did not import
 
 
+def checks_module(name: str):
+    """The module course_utils.grading.checks.<name>, imported (which registers its checkers);
+    None where its import fails, the error kept in LOAD_ERRORS."""
+    from course_utils.grading import checks
+
+    try:
+        return importlib.import_module(f"{checks.__name__}.{name}")
+    except Exception as e:  # a broken checker module costs its own lesson, not every lesson
+        LOAD_ERRORS[name] = f"{type(e).__name__}: {e}"
+        return None
+
+
 def _load_checkers() -> None:
     """Import every module of course_utils.grading.checks, whose import registers the checkers.
     One that fails is kept in LOAD_ERRORS: the other lessons' checks still run."""
     from course_utils.grading import checks
 
     for info in pkgutil.iter_modules(checks.__path__):
-        name = f"{checks.__name__}.{info.name}"
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # a broken checker module costs its own lesson, not every lesson
-            LOAD_ERRORS[info.name] = f"{type(e).__name__}: {e}"
+        checks_module(info.name)
 
 
 def registry() -> dict[str, Exercise]:

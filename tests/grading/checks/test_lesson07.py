@@ -242,8 +242,10 @@ def test_without_a_toolchain_or_with_a_failed_build_each_run_builds_its_own(monk
     assert "beforehand failed (cmake --build failed (exit code 1):)" in lesson07.prepare_runs()
 
 
-def test_a_lesson_whose_checks_do_not_import_prepares_nothing():
+def test_a_lesson_whose_checks_do_not_import_prepares_nothing(monkeypatch):
+    from course_utils.grading import exercises
     from course_utils.grading.grader.prepared import prepare_runs
     from course_utils.grading.runner.limits import Limits
 
+    monkeypatch.setattr(exercises, "LOAD_ERRORS", {})  # this process's registry stays as it was
     assert prepare_runs({"99": object()}, Limits(sandbox=True)) == []
