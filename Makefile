@@ -17,8 +17,8 @@ NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra
 SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: lab test setup kernel test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv test-torch-min test-in-job test-long test-torch-min-jobs
+.PHONY: lab test setup kernel test-short test-unit test-integration test-solutions test-notebooks release lint \
+	clean-venv setup-torch-min test-torch-min test-in-job test-long test-torch-min-jobs
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -48,10 +48,17 @@ lab: setup
 # `make test`. Without Slurm or a browser those skip.
 LONG_MARKERS := slurm or browser or slow
 
+# The tests and the solutions run side by side: each keeps about one of the two cores busy
+# (pytest waits on the processes its tests start, nbval on a kernel's cells), so together they
+# take little more than the longer of the two. Builds they share take turns (cpp.build_project
+# locks its folder). Each one's output is printed whole when it ends (-O).
 test: setup lint
 	$(BIN)/course release --check
+	$(MAKE) --no-print-directory -j2 -Otarget test-short test-solutions
+
+# All of tests/ but the long suites.
+test-short: setup
 	$(PYTEST) tests -m "not ($(LONG_MARKERS))"
-	$(MAKE) test-solutions
 
 test-long: setup
 	$(PYTEST) tests -m "$(LONG_MARKERS)"
@@ -126,6 +133,9 @@ $(MIN_STAMP): requirements.txt pyproject.toml
 	$(MIN_BIN)/python -m pip install -r $(MIN_VENV)/requirements.txt
 	$(MIN_BIN)/python -m pip install --no-deps -e .
 	@touch $@
+
+# The environment alone (CI installs it while make test runs: mostly downloads).
+setup-torch-min: $(MIN_STAMP)
 
 # The student notebooks it runs: all of them, or test-torch-min-jobs' share.
 TORCH_MIN_NOTEBOOKS ?= notebooks

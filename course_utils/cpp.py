@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from course_utils import processes
-from course_utils.files import atomic_write
+from course_utils.files import atomic_write, exclusive_lock
 from course_utils.hpc import allocated_cpus
 from course_utils.paths import REPO_ROOT, build_root, shown
 
@@ -185,13 +185,23 @@ def build_project(
     build still running after `timeout` seconds is ended, compilers and all.
     """
     source, folder = Path(source), Path(folder)
-    configured = not (folder / "CMakeCache.txt").is_file()
-    configure_project(source, folder, use_cuda_toolkit)
-    chosen = ["--target", *targets] if targets else []
-    command = ["cmake", "--build", str(folder), "--parallel", str(allocated_cpus()), *chosen]
-    done = _run(command, "cmake --build", timeout)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # One build of a folder at a time: two kernels, or a test beside a lesson, building build/cpp
+    # at once would configure over each other and race in ninja's logs. The lock file sits beside
+    # the folder, which a configure for another PyTorch removes.
+    with exclusive_lock(build_lock(folder), timeout, f"while building {shown(folder)}"):
+        configured = not (folder / "CMakeCache.txt").is_file()
+        configure_project(source, folder, use_cuda_toolkit)
+        chosen = ["--target", *targets] if targets else []
+        command = ["cmake", "--build", str(folder), "--parallel", str(allocated_cpus()), *chosen]
+        done = _run(command, "cmake --build", timeout)
     up_to_date = "no work to do" in done.stdout or "Linking" not in done.stdout
     return Build(folder, done.seconds, configured, up_to_date)
+
+
+def build_lock(folder: Path) -> Path:
+    """The lock file that `build_project` holds while it builds `folder`."""
+    return folder.with_name(f".{folder.name}.lock")
 
 
 def build_programs(

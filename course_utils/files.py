@@ -9,9 +9,12 @@ Taught in lesson 06, where a checkpoint must survive a crash mid-save.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,6 +57,28 @@ def write_text_if_changed(path: str | os.PathLike, text: str) -> bool:
         return False
     atomic_write_text(path, text)
     return True
+
+
+@contextmanager
+def exclusive_lock(path: str | os.PathLike, timeout: float, holding: str) -> Iterator[Path]:
+    """Hold an exclusive flock on the file `path` (made if missing) for the `with` block,
+    waiting at most `timeout` seconds for another process to let go. flock is reliable on a
+    node's local disk; on NFS or Lustre it may not be. `holding` ends the error: what the
+    holder does, and what may have gone wrong."""
+    path = Path(path)
+    with open(path, "a") as handle:  # a lock file: flock's handle, no data
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"another process has held {path} for more than {timeout:g} s {holding}"
+                    ) from None
+                time.sleep(0.02)
+        yield path  # closing the handle lets go of the lock
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from course_utils import cpp, paths, processes
+from course_utils import cpp, files, paths, processes
 
 
 def test_tensor_file_round_trip(tmp_path):
@@ -148,6 +148,17 @@ def test_a_failed_or_hung_build_says_how_and_shows_its_last_lines(toolchain, fak
     fake_commands({"cmake --version": CMAKE_VERSION, "cmake -S": "", "cmake --build": hung})
     with pytest.raises(cpp.CppProgramError, match="killed after its time limit of 5 s"):
         cpp.build_project(source, folder, timeout=5)
+
+
+def test_a_folder_is_built_by_one_build_at_a_time(toolchain, fake_commands):
+    source, folder = toolchain
+    fake = fake_commands({"cmake --version": CMAKE_VERSION, "cmake -S": "", "cmake --build": ""})
+    with files.exclusive_lock(cpp.build_lock(folder), timeout=1, holding="in this test"):
+        with pytest.raises(TimeoutError, match=r"more than 0\.1 s while building .*build$"):
+            cpp.build_project(source, folder, timeout=0.1)
+    assert fake.calls == []  # neither configured nor built while another build held it
+    cpp.build_project(source, folder)
+    assert [c[:2] for c in fake.calls[1:]] == [("cmake", "-S"), ("cmake", "--build")]
 
 
 def test_run_model_passes_tensor_files_and_reads_the_output(tmp_path, fake_commands):

@@ -48,3 +48,15 @@ def test_write_text_if_changed_leaves_an_identical_file_untouched(tmp_path):
     assert source.stat().st_mtime == 1  # a build would not recompile it
     assert files.write_text_if_changed(source, "int main() { return 0; }\n")
     assert source.read_text() == "int main() { return 0; }\n"
+
+
+def test_exclusive_lock_waits_for_the_holder_then_says_who_held_it(tmp_path):
+    lock = tmp_path / ".folder.lock"
+    with files.exclusive_lock(lock, timeout=1, holding="while testing"):
+        # flock belongs to an open file: a second open, even in this process, must wait
+        held_too_long = r"held .*\.folder\.lock for more than 0\.05 s while testing$"
+        with pytest.raises(TimeoutError, match=held_too_long):
+            with files.exclusive_lock(lock, timeout=0.05, holding="while testing"):
+                pass
+    with files.exclusive_lock(lock, timeout=0.05, holding="while testing") as held:
+        assert held == lock  # let go when the first block ended

@@ -199,7 +199,6 @@ BARE_WRITE = re.compile(
 )
 NOT_RESULTS = {  # writes that are no file of results: a kernel control file, a lock file
     ("jobs/memory_peak.py", 'Path("/proc/self/clear_refs").write_text'),
-    ("lab/staging.py", 'handle = open(path, "a")'),  # a node's lock file: flock's handle, no data
     # a line of the launcher's own in the log its ranks append to at the same time (O_APPEND)
     ("launching.py", 'with open(log, "a") as f:'),
 }

@@ -16,7 +16,6 @@ purpose: the staging program (course_utils.jobs.lab_staging) starts in a fractio
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -29,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.files import atomic_write, atomic_write_text
+from course_utils.files import atomic_write, atomic_write_text, exclusive_lock
 
 BASE_VARIABLES = ("SLURM_TMPDIR", "TMPDIR")  # in the order they are tried
 FALLBACK = "/tmp"
@@ -38,6 +37,8 @@ MARKER = ".staged"  # written last: a copy without it is incomplete
 # program reads these names without importing small_files, which imports torch.
 IMAGES = "images"  # the folder of small files
 ARCHIVE = "images.tar"  # the same folder as one archive
+# What a rank that waited too long for the node's lock reads (files.exclusive_lock).
+STAGING_HELD = "while staging; is the archive very large, or did a rank hang while unpacking?"
 
 
 @dataclass(frozen=True)
@@ -128,25 +129,6 @@ class Staged:
         }
 
 
-def _lock(path: Path, timeout: float):
-    """An exclusive flock on `path` (node-local, where flock is reliable; on NFS or Lustre it
-    may not be), waiting at most `timeout` seconds."""
-    handle = open(path, "a")  # noqa: SIM115  (closed by the caller's `with`)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                handle.close()
-                raise TimeoutError(
-                    f"another rank has held {path} for more than {timeout:g} s while staging; "
-                    "is the archive very large, or did a rank hang while unpacking?"
-                ) from None
-            time.sleep(0.02)
-
-
 def unpack(archive: str | os.PathLike, into: str | os.PathLike) -> None:
     """Unpack `archive` into the folder `into`, refusing member paths that leave it."""
     with tarfile.open(archive) as tar:
@@ -178,7 +160,7 @@ def stage(
     target = stage_folder(environ)
     target.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    with _lock(_lock_file(target), timeout):
+    with exclusive_lock(_lock_file(target), timeout, STAGING_HELD):
         copied = not (target / MARKER).exists()
         if copied:
             partial = target.with_name(f"{target.name}.partial")
@@ -208,7 +190,7 @@ def release(staged: Staged, ranks_on_node: int, timeout: float = 300) -> bool:
     `ranks_on_node` ranks to leave removes it. True in the rank that removed it."""
     target = staged.path
     tally = target.parent / f".{target.name}.left"
-    with _lock(_lock_file(target), timeout):
+    with exclusive_lock(_lock_file(target), timeout, STAGING_HELD):
         left = int(tally.read_text()) + 1 if tally.exists() else 1
         if left < ranks_on_node:
             atomic_write_text(tally, str(left))
