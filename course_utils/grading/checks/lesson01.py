@@ -3,12 +3,15 @@
 01.1 and 01.2 are measurements: the learner's function times its own work with
 torch.utils.benchmark on a batch the checker draws, and a probe in the learner's process reports
 what that run produced (the tensors' memory, the Measurements). The checker then times the same
-two things itself and requires the learner's medians to be of the same size: a Timer of
+two things itself and requires each of the learner's medians to be of the same size as its own
+time of that operation, and nearer to it than to its time of the other: a Timer of
 `pass`, or of a view where the copy should be, is far off.
 01.3 hands `to_numpy` a tensor that requires grad, a CPU tensor (its memory must be shared) and
 a tensor that behaves as a GPU tensor does (`evidence.ReportsCuda`), so an answer that would
 fail on a GPU fails here.
 """
+
+import math
 
 import numpy as np
 import torch
@@ -19,7 +22,10 @@ from course_utils.grading.evidence import ReportsCuda, measurement, outcome, sto
 
 # Large enough that a copy costs far more than a view's bookkeeping, small enough to be quick.
 BATCH = (64, 3, 64, 64)
-COLUMNS = (1000, 300)  # a wide matrix: a Python loop pays once per column
+# A wide, short matrix: a Python loop pays once per column, broadcasting once per element. The
+# loop takes about 40 times as long here (19 ms against 0.5 ms on 2 busy cores), so the two
+# timings stay apart under load; (1000, 300) gave only 4-7 times on a busy machine.
+COLUMNS = (100, 500)
 SAME_SIZE = 10.0  # the learner's median within this factor of the checker's own: what was timed
 MIN_RUN = 0.1  # seconds of the checker's own timing of each statement
 
@@ -33,7 +39,15 @@ def _own_median(stmt: str, **names) -> float:
     return benchmark.Timer(stmt, globals=names).blocked_autorange(min_run_time=MIN_RUN).median
 
 
-def _timed(records: dict, key: str, stmt_kind: str, own: float, what: str) -> float:
+def _timed(
+    records: dict, key: str, stmt_kind: str, own: float, what: str, other: tuple[str, float]
+) -> float:
+    """The learner's median for `key`, which must time `stmt_kind`: within SAME_SIZE of the
+    check's own time for it (`own`), and nearer to it than to the check's own time for the
+    `other` operation the exercise compares it with (kind, time). SAME_SIZE alone lets a load
+    spike pass one operation timed in place of the other where the two differ about tenfold
+    (01.2's loop and broadcast); the nearer of the two, on a log scale, needs a spike of about
+    the square root of their ratio."""
     m = records.get(key)
     expect(
         m is not None,
@@ -42,9 +56,14 @@ def _timed(records: dict, key: str, stmt_kind: str, own: float, what: str) -> fl
         what,
     )
     median = m["median"]
+    other_kind, other_own = other
+    nearer = (
+        abs(math.log(median / own)) < abs(math.log(median / other_own)) if median > 0 else False
+    )
     expect(
-        own / SAME_SIZE <= median <= own * SAME_SIZE,
-        f"{key}: the time of {stmt_kind}, about {own * 1e6:.3g} us as the check measured it",
+        own / SAME_SIZE <= median <= own * SAME_SIZE and nearer,
+        f"{key}: the time of {stmt_kind}, about {own * 1e6:.3g} us as the check measured it "
+        f"({other_kind}: about {other_own * 1e6:.3g} us)",
         f"{median * 1e6:.3g} us for {m['stmt']!r}: time that operation itself",
         what,
     )
@@ -106,10 +125,10 @@ def check_flatten(batch_flatten, view_and_copy_costs, seed: int = 0):
         f"{records['copy_bytes']}",
         what,
     )
-    flat_view = images.flatten(1)
-    view = _timed(records, "view_time", "the view", _own_median("x.flatten(1)", x=images), what)
-    copy_own = _own_median("v.clone()", v=flat_view)
-    copy = _timed(records, "copy_time", "the copy", copy_own, what)
+    view_own = _own_median("x.flatten(1)", x=images)
+    copy_own = _own_median("v.clone()", v=images.flatten(1))
+    view = _timed(records, "view_time", "the view", view_own, what, ("the copy", copy_own))
+    copy = _timed(records, "copy_time", "the copy", copy_own, what, ("the view", view_own))
     expect(
         copy > 3 * view,
         "the copy several times slower than the view (it moves every byte)",
@@ -176,16 +195,11 @@ def check_standardize(standardize, broadcast_vs_loop, seed: int = 0):
         "other values",
         what,
     )
-    fast = _timed(
-        records,
-        "broadcast_time",
-        "standardize(x)",
-        _own_median("f(x)", f=_standardized, x=big),
-        what,
-    )
-    slow = _timed(
-        records, "loop_time", "a loop over the columns", _own_median("f(x)", f=_loop, x=big), what
-    )
+    fast_own = _own_median("f(x)", f=_standardized, x=big)
+    slow_own = _own_median("f(x)", f=_loop, x=big)
+    loop = ("a loop over the columns", slow_own)
+    fast = _timed(records, "broadcast_time", "standardize(x)", fast_own, what, loop)
+    slow = _timed(records, "loop_time", loop[0], slow_own, what, ("broadcasting", fast_own))
     expect(
         slow > 1.5 * fast,
         "the loop over columns slower than broadcasting",

@@ -2,10 +2,12 @@
 
 from functools import partial
 
+import pytest
 import torch
 from torch.utils import benchmark
 
-from course_utils.grading import run_check
+from course_utils.grading import CheckFailed, run_check
+from course_utils.grading.checks import lesson01
 
 
 def flatten(x):
@@ -99,8 +101,9 @@ def test_standardize_and_its_measurement():
 def test_measurement_of_two_broadcasts_or_a_wrong_result_fails():
     same = run_check("01.2", standardize, partial(broadcast_vs_loop, looped=standardize))
     assert same.verdict == "failed"
-    # Either reading of loop_time is right, and which comes first depends on the machine's load:
-    # a time far from the check's own loop (beyond SAME_SIZE), or one no slower than broadcasting.
+    # Either reading of loop_time is right: a time nearer the check's own broadcasting than its
+    # loop (test above), or, where load slowed the second broadcast past that, one no slower
+    # than the first broadcast.
     assert any(
         reason in same.message
         for reason in (
@@ -112,6 +115,28 @@ def test_measurement_of_two_broadcasts_or_a_wrong_result_fails():
         "01.2", standardize, partial(broadcast_vs_loop, fn=lambda x: (x - x.mean(0)) / x.std(0))
     )
     assert "'result': x standardized by column" in unbiased.message
+
+
+@pytest.mark.parametrize(
+    "median, passes",
+    [
+        (2.5e-2, True),  # the loop, a little faster than the check's own run of it
+        (1.2e-2, True),  # the loop on a quieter moment: still nearer the loop
+        (4.0e-3, False),  # within SAME_SIZE of the loop, but a broadcast slowed by a busy core
+        (3.0e-3, False),  # a broadcast
+    ],
+)
+def test_a_timing_must_be_nearer_the_operation_it_names_than_the_other(median, passes):
+    """The rule that makes one operation timed in place of the other fail under load: the loop
+    (3e-2 s here) and broadcasting (3e-3 s) differ tenfold, as on CI's machine, so SAME_SIZE
+    alone let a broadcast slowed by a third pass as the loop."""
+    records = {"loop_time": {"median": median, "stmt": "loop(x)"}}
+    own, other = 3.0e-2, ("broadcasting", 3.0e-3)
+    if passes:
+        assert lesson01._timed(records, "loop_time", "a loop", own, "w", other) == median
+    else:
+        with pytest.raises(CheckFailed, match=r"^w: expected loop_time: the time of a loop, about"):
+            lesson01._timed(records, "loop_time", "a loop", own, "w", other)
 
 
 def test_to_numpy():
