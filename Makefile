@@ -18,7 +18,8 @@ SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-short test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv setup-torch-min test-torch-min test-in-job test-long test-torch-min-jobs
+	clean-venv setup-torch-min test-torch-min test-torch-min-unit test-torch-min-notebooks \
+	test-in-job test-long test-torch-min-jobs
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -134,15 +135,21 @@ $(MIN_STAMP): requirements.txt pyproject.toml
 	$(MIN_BIN)/python -m pip install --no-deps -e .
 	@touch $@
 
-# The environment alone (CI installs it while make test runs: mostly downloads).
+# The environment alone (CI installs it beside the pinned one: mostly downloads).
 setup-torch-min: $(MIN_STAMP)
 
 # The student notebooks it runs: all of them, or test-torch-min-jobs' share.
 TORCH_MIN_NOTEBOOKS ?= notebooks
 
+# The fast lane and the notebooks side by side, one core each (as make test runs its two).
 test-torch-min: $(MIN_STAMP)
 	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+	$(MAKE) --no-print-directory -j2 -Otarget test-torch-min-unit test-torch-min-notebooks
+
+test-torch-min-unit: $(MIN_STAMP)
 	$(MIN_BIN)/python -m pytest tests --ignore=tests/integration
+
+test-torch-min-notebooks: $(MIN_STAMP)
 	$(LAB_LOCAL) $(MIN_BIN)/python -m pytest --nbval-lax $(NBVAL_OPTS) $(JUDGE_NONE) $(TORCH_MIN_NOTEBOOKS)
 
 # CI's low end, each student notebook once on PyTorch 2.6: the fast lane and the lessons that
