@@ -18,7 +18,7 @@ SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-short test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv setup-torch-min test-torch-min test-torch-min-unit test-torch-min-notebooks \
+	clean-venv setup-torch-min-packages setup-torch-min test-torch-min test-torch-min-unit test-torch-min-notebooks \
 	test-in-job test-long test-torch-min-jobs
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
@@ -123,19 +123,27 @@ TORCHVISION_MIN := 0.21.0
 MIN_VENV ?= .venv-torch2.6
 MIN_BIN := $(MIN_VENV)/bin
 
+MIN_REQUIREMENTS := $(MIN_VENV)/.requirements-torch$(TORCH_MIN)-torchvision$(TORCHVISION_MIN)
 MIN_STAMP := $(MIN_VENV)/.installed-torch$(TORCH_MIN)-torchvision$(TORCHVISION_MIN)
 
 # Reinstalls only when the pins, the package metadata or these two versions change (idempotent).
-$(MIN_STAMP): requirements.txt pyproject.toml
+# Two steps: the pinned packages, then the course itself. Only the second writes in the checkout
+# (pip install -e . writes course_utils.egg-info here), so the first may run beside `make setup`
+# (CI does: setup-torch-min-packages) and the second must not.
+$(MIN_REQUIREMENTS): requirements.txt
 	@test -x $(MIN_BIN)/python || $(PYTHON) -m venv $(MIN_VENV)
 	$(MIN_BIN)/python -m pip install --quiet --upgrade pip
 	sed -e 's/^torch==.*/torch==$(TORCH_MIN)/' -e 's/^torchvision==.*/torchvision==$(TORCHVISION_MIN)/' \
 		requirements.txt > $(MIN_VENV)/requirements.txt
 	$(MIN_BIN)/python -m pip install -r $(MIN_VENV)/requirements.txt
+	@touch $@
+
+$(MIN_STAMP): $(MIN_REQUIREMENTS) pyproject.toml
 	$(MIN_BIN)/python -m pip install --no-deps -e .
 	@touch $@
 
-# The environment alone (CI installs it beside the pinned one: mostly downloads).
+# The pinned packages alone (mostly downloads), and the whole environment.
+setup-torch-min-packages: $(MIN_REQUIREMENTS)
 setup-torch-min: $(MIN_STAMP)
 
 # The student notebooks it runs: all of them, or test-torch-min-jobs' share.
