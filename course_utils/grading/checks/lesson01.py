@@ -57,9 +57,7 @@ def _timed(
     )
     median = m["median"]
     other_kind, other_own = other
-    nearer = (
-        abs(math.log(median / own)) < abs(math.log(median / other_own)) if median > 0 else False
-    )
+    nearer = median > 0 and abs(math.log(median / own)) < abs(math.log(median / other_own))
     expect(
         own / SAME_SIZE <= median <= own * SAME_SIZE and nearer,
         f"{key}: the time of {stmt_kind}, about {own * 1e6:.3g} us as the check measured it "
@@ -197,9 +195,9 @@ def check_standardize(standardize, broadcast_vs_loop, seed: int = 0):
     )
     fast_own = _own_median("f(x)", f=_standardized, x=big)
     slow_own = _own_median("f(x)", f=_loop, x=big)
-    loop = ("a loop over the columns", slow_own)
-    fast = _timed(records, "broadcast_time", "standardize(x)", fast_own, what, loop)
-    slow = _timed(records, "loop_time", loop[0], slow_own, what, ("broadcasting", fast_own))
+    loop = "a loop over the columns"
+    fast = _timed(records, "broadcast_time", "standardize(x)", fast_own, what, (loop, slow_own))
+    slow = _timed(records, "loop_time", loop, slow_own, what, ("broadcasting", fast_own))
     expect(
         slow > 1.5 * fast,
         "the loop over columns slower than broadcasting",
