@@ -19,7 +19,7 @@ PYTEST := $(BIN)/python -m pytest
 
 .PHONY: lab test setup kernel test-short test-unit test-integration test-solutions test-notebooks release lint \
 	clean-venv setup-torch-min-packages setup-torch-min test-torch-min test-torch-min-unit test-torch-min-notebooks \
-	test-in-job test-long test-torch-min-jobs
+	test-in-job test-long test-long-slurm test-long-local test-torch-min-jobs test-torch-min-unit-then-jobs
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -61,8 +61,17 @@ test: setup lint
 test-short: setup
 	$(PYTEST) tests -m "not ($(LONG_MARKERS))"
 
+# In two halves side by side, as `make test` runs its two: the Slurm tests, which wait on the
+# cluster's scheduler and share its two nodes (so they take turns among themselves), and the
+# others (sandbox gradings, browsers, cold builds). Together the halves are LONG_MARKERS.
 test-long: setup
-	$(PYTEST) tests -m "$(LONG_MARKERS)"
+	$(MAKE) --no-print-directory -j2 -Otarget test-long-slurm test-long-local
+
+test-long-slurm: setup
+	$(PYTEST) tests -m "slurm"
+
+test-long-local: setup
+	$(PYTEST) tests -m "(browser or slow) and not slurm"
 
 # The fast lane: tests that start no process (tests/integration holds the ones that do).
 test-unit: setup
@@ -162,8 +171,15 @@ test-torch-min-notebooks: $(MIN_STAMP)
 
 # CI's low end, each student notebook once on PyTorch 2.6: the fast lane and the lessons that
 # launch no process here, the lessons that do with their kernel inside Slurm jobs (test-in-job).
+# The notebooks here take longer than the fast lane and the in-job lessons one after the other,
+# so those two run beside them.
 test-torch-min-jobs: $(MIN_STAMP)
-	$(MAKE) --no-print-directory test-torch-min TORCH_MIN_NOTEBOOKS="$(OTHER_NOTEBOOKS)"
+	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+	$(MAKE) --no-print-directory -j2 -Otarget test-torch-min-notebooks test-torch-min-unit-then-jobs \
+		TORCH_MIN_NOTEBOOKS="$(OTHER_NOTEBOOKS)"
+
+test-torch-min-unit-then-jobs: $(MIN_STAMP)
+	$(MAKE) --no-print-directory test-torch-min-unit
 	$(MAKE) --no-print-directory test-in-job IN_JOB_PYTHON=$(MIN_BIN)/python
 
 PY_SOURCES := course_utils tests benchmarks conftest.py
