@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -85,11 +86,19 @@ def with_course(archive: Path) -> tuple[dict, Path]:
 
 
 def ours_to_remove(copy: Path, environ: dict) -> bool:
-    """Only a folder of this job's (its id in the path) under the node-local base."""
-    base = staging.local_base(environ).path.resolve()
+    """Only a folder of this job's under the node-local base: the job's id, as a whole number,
+    in a folder name below the base. A match anywhere in the path would remove job 277's
+    folder for job 77, or anything under a base whose own path holds the id."""
+    base, copy = staging.local_base(environ).path.resolve(), copy.resolve()
     job = environ.get("SLURM_JOB_ID", "")
-    inside = copy.resolve().is_relative_to(base) and copy.resolve() != base
-    return bool(job) and inside and any(job in part for part in copy.resolve().parts)
+    if copy == base or not copy.is_relative_to(base):
+        return False
+    return any(names_job(part, job) for part in copy.relative_to(base).parts)
+
+
+def names_job(name: str, job: str) -> bool:
+    """The job's id as a whole number in a folder's name: job 77 in lab-77, not in lab-177."""
+    return bool(job) and re.search(rf"(?<!\d){re.escape(job)}(?!\d)", name) is not None
 
 
 def main(argv=None) -> int:
@@ -131,7 +140,7 @@ def leave(copy: Path, node: str, environ: dict, ranks_on_node: int) -> None:
     parent, job = copy.parent, environ.get("SLURM_JOB_ID", "")
     if not staging.release(staged, ranks_on_node) or not parent.is_dir():
         return
-    if job and job in parent.name and parent.resolve() != staged.base.path.resolve():
+    if names_job(parent.name, job) and parent.resolve() != staged.base.path.resolve():
         if all(p.name.endswith(".lock") for p in parent.iterdir()):
             shutil.rmtree(parent, ignore_errors=True)
 

@@ -42,3 +42,19 @@ def test_only_a_folder_of_this_jobs_under_the_base_is_removed(tmp_path):
     assert not lab_staging.ours_to_remove(tmp_path, environ)  # the base itself
     assert not lab_staging.ours_to_remove(tmp_path / "shared" / "cn1", environ)  # no job id
     assert not lab_staging.ours_to_remove(tmp_path.parent / "lab-77", environ)  # outside
+    assert not lab_staging.ours_to_remove(tmp_path / "lab-177" / "cn1", environ)  # job 177's
+
+
+def test_a_job_id_in_the_base_s_own_path_makes_nothing_under_it_ours(tmp_path):
+    """A base whose path holds the id (as pytest-277 holds 77) gives no folder under it away."""
+    base = tmp_path / "scratch-77"
+    environ = {"SLURM_JOB_ID": "77", "TMPDIR": str(base)}
+    assert not lab_staging.ours_to_remove(base / "shared" / "cn1", environ)
+    assert lab_staging.ours_to_remove(base / "course-lab-77" / "cn1", environ)
+
+
+def test_a_folder_names_a_job_by_its_whole_id():
+    assert lab_staging.names_job("course-lab-77", "77")
+    assert not lab_staging.names_job("course-lab-177", "77")
+    assert not lab_staging.names_job("course-lab-770", "77")
+    assert not lab_staging.names_job("course-lab-77", "")  # outside a job: nothing is its own
