@@ -40,7 +40,8 @@ from course_utils.tooling.release import course_meta
 SOLUTION = REPO_ROOT / "solutions" / "01_tensors.ipynb"
 RELEASE = REPO_ROOT / "notebooks" / "01_tensors.ipynb"
 # Lesson 01's longest cell takes about 3 s on two idle cores; here two notebooks run at once
-# (-j 2) beside the Slurm half of the long lane (make test-long), up to five on two cores.
+# (-j 2) beside the long lane's other half, Slurm jobs among them (make test-long): up to five
+# on two cores.
 CELL_TIMEOUT, NOTEBOOK_TIMEOUT = 20, 90
 MAX_PROCS, MAX_FILE, MAX_DISK = 64, 64 * 2**20, 256 * 2**20
 FUNCTION = {
