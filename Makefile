@@ -49,7 +49,7 @@ lab: setup
 # idle threads spin a while before they sleep, burning a core another process waits for; with
 # PASSIVE they sleep at once. Three solution notebooks under nbval beside tests/grading/checks,
 # on 2 cores: 69.6 s and 73.1 s by default, 54.9 s and 52.6 s with PASSIVE (the fast lane alone
-# gains nothing). `make lab` and the lessons keep OpenMP's default.
+# gains nothing, and a whole `make test` showed no gain beyond run-to-run noise). `make lab` and the lessons keep OpenMP's default.
 TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integration test-long \
 	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
 	test-torch-min-notebooks test-torch-min-jobs test-torch-min-unit-then-jobs
