@@ -48,8 +48,9 @@ lab: setup
 # long lane's two, the 2.6 lane's), each with an OpenMP team sized to the machine. GNU OpenMP's
 # idle threads spin a while before they sleep, burning a core another process waits for; with
 # PASSIVE they sleep at once. Three solution notebooks under nbval beside tests/grading/checks,
-# on 2 cores: 69.6 s and 73.1 s by default, 54.9 s and 52.6 s with PASSIVE (the fast lane alone
-# gains nothing, and a whole `make test` showed no gain beyond run-to-run noise). `make lab` and the lessons keep OpenMP's default.
+# on 2 cores: 69.6 s and 73.1 s by default, 54.9 s and 52.6 s with PASSIVE. The fast lane alone
+# gains nothing, and a whole `make test` showed no gain beyond run-to-run noise. `make lab` and
+# the lessons keep OpenMP's default.
 TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integration test-long \
 	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
 	test-torch-min-notebooks test-torch-min-jobs test-torch-min-unit-then-jobs
@@ -169,12 +170,16 @@ $(MIN_STAMP): $(MIN_REQUIREMENTS) pyproject.toml
 setup-torch-min-packages: $(MIN_REQUIREMENTS)
 setup-torch-min: $(MIN_STAMP)
 
+# Which PyTorch and torchvision the 2.6 lanes run, printed first in their logs.
+MIN_VERSIONS = $(MIN_BIN)/python -c 'import torch, torchvision; \
+	print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+
 # The student notebooks it runs: all of them, or test-torch-min-jobs' share.
 TORCH_MIN_NOTEBOOKS ?= notebooks
 
 # The fast lane and the notebooks side by side, one core each (as make test runs its two).
 test-torch-min: $(MIN_STAMP)
-	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+	$(MIN_VERSIONS)
 	$(MAKE) --no-print-directory -j2 -Otarget test-torch-min-unit test-torch-min-notebooks
 
 test-torch-min-unit: $(MIN_STAMP)
@@ -188,7 +193,7 @@ test-torch-min-notebooks: $(MIN_STAMP)
 # The notebooks here take longer than the fast lane and the in-job lessons one after the other,
 # so those two run beside them.
 test-torch-min-jobs: $(MIN_STAMP)
-	$(MIN_BIN)/python -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__)'
+	$(MIN_VERSIONS)
 	$(MAKE) --no-print-directory -j2 -Otarget test-torch-min-notebooks test-torch-min-unit-then-jobs \
 		TORCH_MIN_NOTEBOOKS="$(OTHER_NOTEBOOKS)"
 
