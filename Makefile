@@ -48,8 +48,9 @@ lab: setup
 # long lane's two, the 2.6 lane's), each with an OpenMP team sized to the machine. GNU OpenMP's
 # idle threads spin a while before they sleep, burning a core another process waits for; with
 # PASSIVE they sleep at once. Three solution notebooks under nbval beside tests/grading/checks,
-# on 2 cores: 69.6 s and 73.1 s by default, 54.9 s and 52.6 s with PASSIVE. The fast lane alone
-# gains nothing, and a whole `make test` showed no gain beyond run-to-run noise. `make lab` and
+# on 2 cores: 76.7 s by default, 57.3 s with PASSIVE (PyTorch 2.14; on 2.6, 69.6 s and 73.1 s
+# against 54.9 s and 52.6 s). The fast lane alone gains nothing, and a whole `make test` showed
+# no gain beyond run-to-run noise. `make lab` and
 # the lessons keep OpenMP's default.
 TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integration test-long \
 	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
