@@ -20,7 +20,8 @@ DEFAULT_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
 
 class PreemptionFlag:
-    """Context manager: while active, the given signals set `.signal` instead of killing us."""
+    """Context manager: while active, the given signals set `.signal` (the first one to arrive)
+    instead of killing us."""
 
     def __init__(self, signals=DEFAULT_SIGNALS):
         self.signals = tuple(signals)
@@ -28,7 +29,10 @@ class PreemptionFlag:
         self._previous = {}
 
     def _handle(self, signum, frame):
-        self.signal = signum
+        # The first signal is the reason to stop. `scontrol requeue` itself makes Slurm send
+        # SIGTERM while we are still stopping; it must not rename the cause in the log.
+        if self.signal is None:
+            self.signal = signum
 
     def __enter__(self) -> PreemptionFlag:
         for sig in self.signals:

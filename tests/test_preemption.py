@@ -19,6 +19,14 @@ def test_flag_catches_usr1_and_term_and_restores_handlers():
     assert {s: signal.getsignal(s) for s in before} == before
 
 
+def test_the_first_signal_stays_the_reason_when_the_requeue_brings_sigterm():
+    # Under Slurm, `scontrol requeue` after SIGUSR1 makes the step get SIGTERM before the log line.
+    with PreemptionFlag() as flag:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert flag.name == "SIGUSR1"
+
+
 def test_requeue_outside_slurm_does_nothing(fake_commands):
     fake = fake_commands({})
     assert requeue_job(environ={}) is False
