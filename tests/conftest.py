@@ -8,6 +8,10 @@ import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+# Matplotlib lists the machine's fonts once (it runs fc-list where fontconfig is installed) and
+# keeps the list in its cache folder. On a fresh machine the first fast test that draws a figure
+# would start that process and be refused: importing it here makes the list before any test.
+import matplotlib.font_manager  # noqa: F401
 import needs  # tests/ is on sys.path under pytest (no __init__.py: rootdir-relative imports)
 import process_guard
 import pytest
