@@ -3,15 +3,12 @@ that starts a process fails, naming what it started and how to fix it."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-# Matplotlib lists the machine's fonts once (it runs fc-list where fontconfig is installed) and
-# keeps the list in its cache folder. On a fresh machine the first fast test that draws a figure
-# would start that process and be refused: importing it here makes the list before any test.
-import matplotlib.font_manager  # noqa: F401
 import needs  # tests/ is on sys.path under pytest (no __init__.py: rootdir-relative imports)
 import process_guard
 import pytest
@@ -22,6 +19,12 @@ from course_utils import processes
 # ---------------------------------------------------------------------------- the guard
 
 process_guard.install()
+# Matplotlib lists the machine's fonts once (it runs fc-list where fontconfig is installed) and
+# keeps the list in its cache folder. On a fresh machine the first fast test that draws a figure
+# would start that process and be refused: importing it here makes the list before any test. A
+# GPU node's own Python (make test-gpu) may have no matplotlib.
+if importlib.util.find_spec("matplotlib"):
+    importlib.import_module("matplotlib.font_manager")
 # torch.compile compiles in this process, not in a pool of compile workers (PyTorch 2.6 starts
 # that pool as processes; the guard would refuse them). Read by inductor when it is imported.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
