@@ -83,7 +83,7 @@ def test_05_3_on_the_ci_cluster_is_graded_on_sacct_s_record(in_tmp, monkeypatch)
     job_id = out.stem.rsplit("-", 1)[1]
     ranks = [line for line in out.read_text().splitlines() if "parameter checksum" in line]
     assert sorted(line.split()[3] for line in ranks) == ["cn1:", "cn1:", "cn2:", "cn2:"]
-    steps = accounting.job_steps(job_id)
+    steps = accounting.ended_job_steps(job_id)
     assert any(s.is_step and s.tasks == 4 and s.nodes == 2 for s in steps), steps
     assert script.read_text().startswith(ddp_header(lesson05.CPU_JOB.as_dict()))
 
