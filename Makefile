@@ -17,9 +17,11 @@ NBVAL_OPTS := --nbval-current-env --nbval-cell-timeout=600 -o addopts=-ra
 SANITIZE := course_utils/grading/sanitize.cfg
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: lab test setup kernel test-short test-unit test-integration test-solutions test-notebooks release lint \
-	clean-venv setup-torch-min-packages setup-torch-min test-torch-min test-torch-min-unit test-torch-min-notebooks \
-	test-in-job test-long test-long-waiting test-long-busy test-torch-min-jobs test-torch-min-unit-then-jobs
+# The test lanes (each also gets the OpenMP setting below).
+TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integration test-long \
+	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
+	test-torch-min-notebooks test-torch-min-jobs test-torch-min-unit-then-jobs
+.PHONY: lab setup kernel release lint clean-venv setup-torch-min-packages setup-torch-min $(TEST_LANES)
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -50,11 +52,7 @@ lab: setup
 # PASSIVE they sleep at once. Three solution notebooks under nbval beside tests/grading/checks,
 # on 2 cores: 76.7 s by default, 57.3 s with PASSIVE (PyTorch 2.14; on 2.6, 69.6 s and 73.1 s
 # against 54.9 s and 52.6 s). The fast lane alone gains nothing, and a whole `make test` showed
-# no gain beyond run-to-run noise. `make lab` and
-# the lessons keep OpenMP's default.
-TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integration test-long \
-	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
-	test-torch-min-notebooks test-torch-min-jobs test-torch-min-unit-then-jobs
+# no gain beyond run-to-run noise. `make lab` and the lessons keep OpenMP's default.
 $(TEST_LANES): export OMP_WAIT_POLICY = PASSIVE
 
 # The long suites: the tests that need a Slurm cluster or a browser, and the slow ones (lesson 07
