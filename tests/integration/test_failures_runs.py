@@ -215,7 +215,7 @@ def test_checker_09_3_fails_a_job_of_one_rank_and_a_rank_that_only_prints_the_li
     # A program of the learner's own that prints what a healthy rank prints, and exits.
     (here / "fake_rank.py").write_text(
         "import os\n"
-        "from course_utils.grading.checks import lesson09_harness as h\n"
+        "from course_utils.grading.checks import lesson09_references as h\n"
         "if __name__ == '__main__':  # the fork server imports it first\n"
         "    seed = int(os.environ['SEED'])\n"
         "    total = h.trained_sum(seed, 2)\n"

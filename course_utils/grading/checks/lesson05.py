@@ -12,7 +12,7 @@ becomes a job with slurm/ddp_srun.sh's body, running their `train_ddp` on 2 node
 the judge's seed: submitted where Slurm answers, and then graded on sacct's record too (state,
 nodes, tasks, the job name the judge drew), else 2 emulated nodes here (`batch.local_run`).
 Where it ran is said as "[via slurm]" or "[via local ranks: no Slurm here]" (lesson 10's words,
-which the sanitize file makes compare equal). The probes are in lesson05_harness.py.
+which the sanitize file makes compare equal). The probes are in probes/lesson05.py.
 """
 
 import random
@@ -25,7 +25,7 @@ from course_utils import accounting, distributed, models, rank_logs, sbatch
 from course_utils import device as devices
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out, run_probe
-from course_utils.grading.checks.lesson05_harness import run_on_two_ranks, run_the_job
+from course_utils.grading.probes.lesson05 import run_on_two_ranks, run_the_job
 from course_utils.jobs import ddp_exercise, single_process
 
 CHECKSUM = re.compile(r"^rank (\d+)/(\d+) on (\S+): parameter checksum ([0-9a-f]{16})$")

@@ -187,7 +187,7 @@ def step_with_a_well_informed_trace(model, inputs, targets, trace_path):
 
 def step_with_the_notebooks_trace(model, inputs, targets, trace_path):
     """The step run unprofiled, and the trace of another step (another model and batch)."""
-    from course_utils.grading.checks.lesson04_harness import batch_of, small_model
+    from course_utils.grading.probes.lesson04 import batch_of, small_model
 
     profiled(autocast_step)(small_model(0), *batch_of(16, 0), trace_path)
     return autocast_step(model, inputs, targets)

@@ -10,8 +10,9 @@ from lesson05_answers import ddp_header
 from course_utils import models
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
 from course_utils.grading import NOT_ATTEMPTED, CheckFailed, held_out_cases, run_check
-from course_utils.grading.checks import lesson05, lesson05_harness
+from course_utils.grading.checks import lesson05
 from course_utils.grading.exercises import run_held_out
+from course_utils.grading.probes import lesson05 as lesson05_harness
 from course_utils.jobs import ddp_exercise, single_process
 
 

@@ -5,7 +5,9 @@ logs, the staging step's results); 10.1's own processes and the real study are i
 tests/integration/test_lab_checks.py."""
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 from lab_fixtures import record
@@ -14,7 +16,8 @@ from course_utils import processes
 from course_utils.grading import NOT_ATTEMPTED, held_out_cases, run_check
 from course_utils.grading.checks import lesson10, lesson10_cases
 from course_utils.grading.exercises import run_held_out
-from course_utils.lab import cluster, run_records, small_files, transport
+from course_utils.grading.judge.outside import Outside
+from course_utils.lab import cluster, run_records, small_files, staging, transport
 from course_utils.lab.nccl_excerpts import EXCERPTS
 
 SCRIPT = cluster.SCRIPTS["scaling"].read_text()
@@ -142,13 +145,18 @@ def _report(node, rank, path, read, whole=3, expected=3, digest="d"):
 def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
     base = str(tmp_path / "cn{node}")
     one, two = str(tmp_path / "cn1" / "j" / "cn1"), str(tmp_path / "cn2" / "j" / "cn2")
+    for folder in (one, two):  # what the ranks left on disk, which the judge reads itself
+        (Path(folder) / staging.IMAGES).mkdir(parents=True)
+        (Path(folder) / staging.IMAGES / "00000.bin").write_bytes(b"archive")
+    digest = staging.content_digest(Path(one) / staging.IMAGES)
+    seen = Outside(os.getpid())
     good = [
         _report("cn1", 0, one, True),
         _report("cn1", 1, one, False),
         _report("cn2", 2, two, False),
         _report("cn2", 3, two, True),
     ]
-    lesson10._judge(good, base, "2 nodes", "d")  # raises nothing
+    lesson10._judge(good, base, "2 nodes", digest, seen)  # raises nothing
     judge = lesson10_cases.judge_ranks
     both = [_report("cn1", 0, one, True), _report("cn1", 1, one, True)]
     with pytest.raises(
@@ -171,10 +179,10 @@ def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
     raised = [_report("cn1", 0, one, True), {**_report("cn1", 1, one, False), "error": "KeyError"}]
     with pytest.raises(lesson10.CheckFailed, match="rank 1 on cn1: stage_dataset raised KeyError"):
         judge(raised, base, "2 nodes")
-    # a folder that holds another job's copy (or made-up files): not the archive the check drew
-    other = [_report("cn1", 0, one, True, digest="x"), _report("cn1", 1, one, False, digest="x")]
+    # a folder that holds another job's copy (or made-up files), whatever the ranks reported
+    (Path(two) / staging.IMAGES / "00000.bin").write_bytes(b"made up")
     with pytest.raises(lesson10.CheckFailed, match="expected the archive's files, whole"):
-        lesson10._judge(other, base, "2 nodes", "d")
+        lesson10._judge(good, base, "2 nodes", digest, seen)
 
 
 # ---- 10.2 ------------------------------------------------------------------------------------
