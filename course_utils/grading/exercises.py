@@ -100,7 +100,7 @@ def exercise(
 ):
     """Register a checker under `exercise_id` ("NN.k"). The checker returns a short success note.
 
-    `allows`: the review flags (grader/plan.py FLAG_PATTERNS) that this exercise's own task
+    `allows`: the review flags (grader/flags.py) that this exercise's own task
     raises, such as "starts processes" for a launch, so an honest answer is not flagged for
     them; `reference`: regular expressions that find a call of the course's own implementation
     of this exercise in an answer (flagged as such)."""
