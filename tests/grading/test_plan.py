@@ -229,8 +229,7 @@ def test_the_course_s_own_answer_is_flagged_under_any_name(monkeypatch):
         "    return f(x)"
     )
     renamed = (
-        "from course_utils.precision import round_to_tf32 as tidy\ndef g(x):\n"
-        "    return tidy(x)"
+        "from course_utils.precision import round_to_tf32 as tidy\ndef g(x):\n    return tidy(x)"
     )
     for source in (aliased, renamed):
         assert plans.review_flags({"01.4": source}) == [

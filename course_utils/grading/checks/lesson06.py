@@ -11,7 +11,7 @@ beside it, never written in place; the bytes after it are read by the judge with
 weights_only=True; then a save that fails halfway (a probe adds an object torch.save cannot
 pickle) must leave them unchanged. 06.3: a checkpoint saved as a GPU job saves it (its storages
 tagged cuda:0) must come back whole, and a file whose unpickling creates a folder must not create
-it (the judge looks for the folder).
+it (the judge watches the folder: a folder made and removed again was still made).
 """
 
 import contextlib
@@ -252,10 +252,11 @@ def check_safe_load(safe_load, seed: int = 0):
                 f"may have no GPU), got {e.kind}: {str(e)[:200]}"
             ) from None
         expect(_same(loaded, state), "the dict that was saved", "other values", what)
-        with contextlib.suppress(AnswerRaised):  # refusing the file is right
-            call_answer(safe_load, bad)
+        with seen.file_events(folder) as events, contextlib.suppress(AnswerRaised):
+            call_answer(safe_load, bad)  # refusing the file is right
+        made = any(what == "created" and name == "PWNED" for what, name, _ in events)
         expect(
-            not seen.path(marker).exists(),
+            not made and not seen.path(marker).exists(),
             "the malicious file refused",
             "its code ran (it created a folder); load with weights_only=True",
         )

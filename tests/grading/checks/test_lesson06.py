@@ -186,6 +186,20 @@ def test_safe_load():
     )
 
 
+def test_code_that_ran_and_cleaned_up_after_itself_still_ran():
+    def tidy(p):  # runs the file's code, then removes what it made
+        loaded = torch.load(p, map_location="cpu", weights_only=False)
+        for made in Path(p).parent.iterdir():
+            if made.is_dir():
+                made.rmdir()
+        return loaded
+
+    wrong = run_check("06.3", tidy)
+    assert wrong.message.endswith(
+        "got its code ran (it created a folder); load with weights_only=True"
+    )
+
+
 def test_a_load_without_map_location_fails_on_a_file_saved_on_a_gpu():
     """On a CPU node a checkpoint from a GPU job does not load without map_location (on a GPU
     node it would load onto cuda:0); the check's file is tagged cuda:0 as a GPU job's is."""
