@@ -57,10 +57,10 @@ RUNNER = sorted((PACKAGE_DIR / "grading" / "runner").glob("*.py"))
 
 @pytest.mark.parametrize("path", RUNNER, ids=lambda p: p.name)
 def test_the_runner_knows_nothing_of_grades(path):
-    """Of the tooling, a runner module imports only the runner and `release` (a cell's course
+    """Of grading, a runner module imports only the runner and `notebooks` (a cell's course
     metadata): not the grader, its gradebook writer or an old path that leads there."""
     tooling = {i for i in _imports(path) if i.startswith("course_utils.grading")}
-    allowed = ("course_utils.grading.runner", "course_utils.tooling.release")
+    allowed = ("course_utils.grading.runner", "course_utils.grading.notebooks")
     assert all(i.startswith(allowed) for i in tooling), sorted(tooling)
 
 

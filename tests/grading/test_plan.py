@@ -8,8 +8,8 @@ import pytest
 
 from course_utils.grading.grader import plan as plans
 from course_utils.grading.grader.plan import FRESH_CHECK, Lesson, build_grading_notebook
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 SOLUTIONS = REPO_ROOT / "solutions"
 
@@ -162,16 +162,10 @@ def test_review_flags_name_the_exercise_and_what_to_read(source, flag):
 
 
 def test_a_flag_an_exercise_calls_for_is_not_raised_and_its_reference_answer_is(monkeypatch):
-    from course_utils.grading import exercises
+    from course_utils.grading.catalog import Entry, catalog
 
-    entry = exercises.registry()["01.4"]
-    monkeypatch.setitem(
-        exercises._REGISTRY,
-        "01.4",
-        exercises.Exercise(
-            "01.4", entry.title, 1, entry.checker, ("starts processes",), (r"grad_reference\(",)
-        ),
-    )
+    declared = Entry("01.4", "a gradient", 1, ("starts processes",), (r"grad_reference\(",))
+    monkeypatch.setitem(catalog(), "01.4", declared)
     honest = "import subprocess\nsubprocess.run(['true'])"
     assert plans.review_flags({"01.4": honest}) == []
     lazy = plans.review_flags({"01.4": "return grad_reference(x)"})
@@ -215,14 +209,10 @@ def test_the_code_flags_see_names_that_text_does_not(source, flag):
 
 
 def test_the_course_s_own_answer_is_flagged_under_any_name(monkeypatch):
-    from course_utils.grading import exercises
+    from course_utils.grading.catalog import Entry, catalog
 
-    entry = exercises.registry()["01.4"]
-    answer = (r"round_to_tf32\(",)
     monkeypatch.setitem(
-        exercises._REGISTRY,
-        "01.4",
-        exercises.Exercise("01.4", entry.title, 1, entry.checker, (), answer),
+        catalog(), "01.4", Entry("01.4", "a gradient", 1, (), (r"round_to_tf32\(",))
     )
     aliased = (
         "from course_utils import precision as p\ndef g(x):\n    f = p.round_to_tf32\n"

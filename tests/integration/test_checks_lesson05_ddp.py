@@ -114,8 +114,8 @@ def _hostile_notebook(name: str):
 
     import nbformat
 
+    from course_utils.grading.notebooks import course_meta
     from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import course_meta
 
     solution = nbformat.read(REPO_ROOT / "solutions" / "05_distributed_data_parallel.ipynb", 4)
     exercises = [c for c in solution.cells if course_meta(c).get("role") == "exercise"]

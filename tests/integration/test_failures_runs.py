@@ -13,8 +13,8 @@ import torch.distributed as dist
 
 from course_utils import batch, failures, flight_recorder, launching, memory, sbatch, stacks
 from course_utils.grading import NOT_ATTEMPTED, run_check
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,9 @@ tests/integration/test_site.py)."""
 import nbformat
 import pytest
 
+from course_utils.grading.notebooks import BEGIN, course_meta
 from course_utils.paths import REPO_ROOT
 from course_utils.tooling import site
-from course_utils.tooling.release import BEGIN, course_meta
 
 SOLUTIONS = REPO_ROOT / "solutions"
 README = """\

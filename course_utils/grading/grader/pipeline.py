@@ -23,7 +23,8 @@ from pathlib import Path
 import nbformat
 
 from course_utils.files import atomic_write_text
-from course_utils.grading.exercises import FAILED, held_out_cases, registry
+from course_utils.grading.catalog import catalog
+from course_utils.grading.exercises import FAILED
 from course_utils.grading.grader.gradebook import (
     ERROR,
     UNREADABLE,
@@ -89,31 +90,37 @@ def _grade_run(
 ) -> None:
     """Run the plan's notebook beside its judge, compare its checks, keep its log, and grade it
     from the judge's verdicts into `grade`."""
-    grade.notes, grade.flags = plan.notes, plan.flags
+    grade.notes = plan.notes
     name = f"{lesson.lesson}_grading.ipynb"
-    with judge_beside(grade.seed, limits, lessons=[lesson.lesson]) as judge:
-        run = nbval_runner.run_notebook(
-            plan.notebook,
-            name,
-            limits,
-            sockets=judge.doors(),
-            announce=judge.runner_end,
-            masked=judge.hidden(),
-        )
-    # A knock the judge refused: a check no check cell asked for, or a second one in its cell.
-    grade.flags += [f"{line['refused']}: {line['why']}" for line in judge.verdicts.refused]
+    with ThreadPoolExecutor(1) as beside_the_run:  # the flags parse cells while the run goes
+        flags = beside_the_run.submit(lambda: plan.flags)
+        with judge_beside(grade.seed, limits, lessons=[lesson.lesson]) as judge:
+            run = nbval_runner.run_notebook(
+                plan.notebook,
+                name,
+                limits,
+                sockets=judge.doors(),
+                announce=judge.runner_end,
+                masked=judge.hidden(),
+            )
+        # A knock the judge refused: a check no check cell asked for, or a second in its cell.
+        refused = [f"{line['refused']}: {line['why']}" for line in judge.verdicts.refused]
+        grade.flags = flags.result() + refused
     compare_checks(plan, lesson, run, outputs.sanitize_rules(sanitize))
     if logs is not None:
         atomic_write_text(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
     grade.status, grade.reason = _status(plan, run, limits)
-    held_out = {} if grade.seed is None else {i: held_out_cases(i) for i in plan.cells}
+    known = catalog()
+    held_out = (
+        {} if grade.seed is None else {i: known[i].held_out for i in plan.cells if i in known}
+    )
     grade.exercises = exercise_grades(
         plan, run, judge.verdicts.lines, limits.cell_timeout, _titles(), held_out
     )
 
 
 def _titles() -> dict[str, str]:
-    return {ex_id: ex.title for ex_id, ex in registry().items()}
+    return {ex_id: ex.title for ex_id, ex in catalog().items()}
 
 
 def grade_all(

@@ -10,13 +10,15 @@ outside the run (verdicts.compare_checks).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
+from course_utils.grading.catalog import catalog
 from course_utils.grading.grader.flags import cell_flags
-from course_utils.tooling.release import course_meta, exercise_sources, release_notebook
+from course_utils.grading.notebooks import course_meta, exercise_sources, release_notebook
 
 # Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
 FRESH_CHECK = "from course_utils.grading import check  # added by course grade"
@@ -60,7 +62,13 @@ class GradingPlan:
     cells: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (exercise, check) cell
     points: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)  # the learner's exercise cells, by id
+
+    @functools.cached_property
+    def flags(self) -> list[str]:
+        """The review flags of the learner's cells, read when first asked (the grader asks
+        after the run: parsing cells costs seconds of IPython's import the run need not wait)."""
+        return review_flags(self.answers)
 
     def code_cell_count(self) -> int:
         return sum(c.cell_type == "code" for c in self.notebook.cells)
@@ -128,7 +136,7 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
                 )
             cell.source = f"{FRESH_CHECK}\n{cell.source}"
             plan.cells[ex_id] = (plan.cells.get(ex_id, (-1, -1))[0], number)
-    plan.flags = review_flags(answers)
+    plan.answers = answers
     return plan
 
 
@@ -137,9 +145,7 @@ def review_flags(answers: dict[str, str]) -> list[str]:
     change points. A flag the exercise itself calls for (its `allows`) is not raised for it; an
     answer that reaches the course's own implementation of the exercise (its `reference`),
     under any name, is."""
-    from course_utils.grading.exercises import registry
-
-    known = registry()
+    known = catalog()
     flags = []
     for ex_id, source in sorted(answers.items()):
         entry = known.get(ex_id)

@@ -19,7 +19,7 @@ import socket
 import pytest
 
 from course_utils import messages
-from course_utils.tooling.release import course_meta
+from course_utils.grading.notebooks import course_meta
 
 ANSWER_TIMEOUT = 600.0  # seconds the judge may take to note an announcement (it may be checking)
 _CHANNEL: dict[str, socket.socket] = {}

@@ -347,8 +347,8 @@ def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
     import nbformat
 
     from course_utils.grading.grader.plan import review_flags
+    from course_utils.grading.notebooks import exercise_sources
     from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import exercise_sources
 
     solution = nbformat.read(REPO_ROOT / "solutions" / "04_tf32_mixed_precision.ipynb", 4)
     sources = exercise_sources(solution)
