@@ -31,10 +31,9 @@ from pathlib import Path
 from course_utils import accounting, launching, processes
 from course_utils.files import atomic_write_text
 from course_utils.paths import REPO_ROOT
-from course_utils.ranks import local_launch_environ
+from course_utils.ranks import NODE_VARIABLE, local_launch_environ
 
 LAUNCHER_VARIABLE = "COURSE_LAUNCHER"  # "slurm" or "local": chosen, not probed
-NODE_VARIABLE = "COURSE_NODE"  # the emulated node of a local rank (several nodes on one machine)
 JOB_VARIABLE = "COURSE_JOB"  # a local run's stand-in for SLURM_JOB_ID: a new run, a new id
 POLL = 2.0  # seconds between two looks at the queue (the test cluster schedules every 2 s)
 WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "SUSPENDED")

@@ -10,7 +10,7 @@ its GPUs, or none for a CPU run) given to sbatch on the command line, which over
 script's header; the sweep is one throttled array of the same script (--array=0-N%K). Locally,
 `batch.local_run` starts the program of the script's srun line, one process per rank, as srun
 does, with torchrun's variables, forked from a Python that has imported torch once; two nodes
-are two groups of ranks on this machine, each naming its node (batch.NODE_VARIABLE). Every
+are two groups of ranks on this machine, each naming its node (ranks.NODE_VARIABLE). Every
 record a run writes carries the digest of the script it came from (SCRIPT_VARIABLE), and on
 Slurm each job's name carries it too, so the scheduler's own record (`sacct`) names it.
 """
