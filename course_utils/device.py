@@ -141,13 +141,14 @@ def _cut_off(views: Sequence[TaskView], taken: Sequence[str | None]) -> dict[str
         if not blind or all(v.constrained is False for v in blind):
             continue
         said = (
-            "Slurm confines each task to its devices (ConstrainDevices=yes)"
+            "Slurm confines each task to its devices (ConstrainDevices=yes): CUDA IPC"
             if all(v.constrained for v in blind)
-            else "whether Slurm confines each task to its devices is not known here"
+            else "whether Slurm confines each task to its devices is not known here: where it "
+            "does, CUDA IPC"
         )
         found[node] = (
-            f"the ranks of {node} each see only their own GPU (per-task binding) and {said}: "
-            "where it does, CUDA IPC between them fails, and NCCL's path within the node with it"
+            f"the ranks of {node} each see only their own GPU (per-task binding) and {said} "
+            "between them fails, and NCCL's path within the node with it"
         )
     return found
 
