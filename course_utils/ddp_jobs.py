@@ -35,8 +35,7 @@ class DdpJob:
     gpus_per_rank: int  # 0: a CPU job
     cpus_per_rank: int  # on a GPU node, the cores sold with each GPU
     mem_gb_per_rank: int  # on a GPU node, the memory sold with each GPU
-    minutes: int  # the time limit
-    warning_s: int  # USR1 to the batch shell this long before the limit (lesson 06's trap)
+    minutes: int  # the time limit (no warning signal: slurm/ddp_srun.sh traps none)
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
@@ -50,7 +49,6 @@ GPU_JOB = DdpJob(
     cpus_per_rank=12,
     mem_gb_per_rank=120,
     minutes=120,
-    warning_s=300,
 )
 # The same job as the course's CI cluster (2 nodes on one 2-core machine) or a laptop runs it.
 CPU_JOB = DdpJob(
@@ -60,7 +58,6 @@ CPU_JOB = DdpJob(
     cpus_per_rank=1,
     mem_gb_per_rank=2,
     minutes=10,
-    warning_s=60,
 )
 
 
