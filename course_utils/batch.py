@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -80,6 +81,21 @@ def find_launcher(environ=None) -> Launcher:
         except OSError as e:  # sinfo missing beside sbatch
             says = str(e)
     return choose_launcher(override, sbatch, ok, says)
+
+
+SITE_CONFIG = REPO_ROOT / "slurm" / "config.sh"  # the course's site settings: one file to edit
+
+
+def site_partition(environ=None, config: Path = SITE_CONFIG) -> str:
+    """The partition the course's jobs go to: COURSE_PARTITION from the environment, else the
+    default slurm/config.sh gives it (`COURSE_PARTITION=${COURSE_PARTITION:-gpu}`); "" where
+    neither names one (the cluster's default partition, often CPU-only)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("COURSE_PARTITION"):
+        return environ["COURSE_PARTITION"]
+    text = config.read_text() if config.is_file() else ""
+    m = re.search(r"^COURSE_PARTITION=\$\{COURSE_PARTITION:-([^}]*)\}", text, re.MULTILINE)
+    return m[1].strip().strip("'\"") if m else ""
 
 
 @dataclass(frozen=True)

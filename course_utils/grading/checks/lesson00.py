@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from course_utils import accounting, batch, import_cost, processes
+from course_utils.doctor import gpu as gpu_rules
 from course_utils.doctor import versions
 from course_utils.grading import (
     CheckFailed,
@@ -37,10 +38,11 @@ REPORT_TOPICS = ("python", "pytorch", "torchvision", "slurm job")
 
 
 def this_machine() -> dict:
-    """Where the learner's job runs: this cluster's default partition (or none here) and the
-    line that activates this Python's environment."""
-    partition = "debug"
-    if shutil.which("sinfo"):
+    """Where the learner's job runs: the course's partition (COURSE_PARTITION, in slurm/config.sh
+    or the environment: a GPU partition, since the job asks for a GPU), else this cluster's
+    default partition (or none here), and the line that activates this Python's environment."""
+    partition = batch.site_partition() or "debug"
+    if not batch.site_partition() and shutil.which("sinfo"):
         done = processes.run(["sinfo", "-h", "-o", "%P"], timeout=20)
         defaults = [p for p in done.stdout.split() if p.endswith("*")] if done.ok else []
         partition = defaults[0].rstrip("*") if defaults else partition
@@ -65,6 +67,7 @@ def _run_the_job(doctor_job, run_doctor_job):
         "kind": "Job",
         "launcher": job.launcher,
         "job_id": job.job_id,
+        "state": job.state,
         "returncode": job.returncode,
         "output": job.output[-8000:],
         "script": script,
@@ -89,8 +92,9 @@ def _scheduler_says(job_id: str, ran: dict) -> None:
     job = next(s for s in steps if not s.is_step)
     expect(job.state == "COMPLETED", f"job {job_id} COMPLETED in sacct", job.state)
     expect(
-        job.alloc_cpus == 7 and job.alloc_tres.get("gres/gpu") == "1",
-        "7 CPUs and 1 GPU allocated, as the session asks",
+        job.alloc_cpus >= 7 and job.alloc_tres.get("gres/gpu") == "1",
+        "at least 7 CPUs (a node that allocates whole cores rounds up) and 1 GPU allocated, as "
+        "the session asks",
         f"AllocTRES {','.join(f'{k}={v}' for k, v in job.alloc_tres.items())}",
     )
 
@@ -109,6 +113,13 @@ def check_doctor_job(doctor_job, run_doctor_job):
     script_rules.check_body(script)
     ran = run_probe(_run_the_job, doctor_job, run_doctor_job)
     expect(ran.get("kind") == "Job", "the job batch.run_script returned", ran.get("kind"))
+    if ran.get("state") == "PENDING":
+        said = ran["output"].strip().splitlines()[-1] if ran["output"].strip() else ""
+        raise NotAttempted(
+            f"your job {ran['job_id']} is pending: it did not start ({said}). Nothing is wrong "
+            f"with your script for that: run the check again when partition "
+            f"{ran.get('partition')} has room (squeue -u $USER shows your jobs and their reason)"
+        )
     rows = _report_rows(ran["output"])
     missing = [t for t in REPORT_TOPICS if t not in rows]
     expect(
@@ -172,7 +183,8 @@ WHEELHOUSE = [
         "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
     },
 ]
-# (GPU, driver, compute capability) -> the newest build that runs there, or None.
+# (GPU, driver, compute capability) -> the newest build that runs there, or None: what the
+# course's one build rule (gpu.build_verdict, lessons 00 and 07) gives, which the check applies.
 NODES = [
     ("H100", "580.65.06", (9, 0), "cu130"),
     ("H100 with an older driver", "550.54.15", (9, 0), "cu128"),  # CUDA 13 needs driver >= 580
@@ -183,9 +195,20 @@ NODES = [
 ]
 
 
+def newest_that_runs(driver: str, capability, builds: list[dict]) -> str | None:
+    """The first build (newest first) that runs under `driver` on `capability`, by the one rule."""
+    cuda = gpu_rules.driver_cuda(driver)
+    for build in builds:
+        made_by = tuple(int(p) for p in build["cuda"].split("."))
+        if gpu_rules.build_verdict(capability, build["arch_list"], made_by, cuda) == "runs":
+            return build["tag"]
+    return None
+
+
 @exercise("00.3", "which PyTorch build runs on this GPU node?")
 def check_pick_build(pick_build):
-    for gpu, driver, capability, want in NODES:
+    for gpu, driver, capability, _ in NODES:
+        want = newest_that_runs(driver, capability, WHEELHOUSE)
         wheelhouse = [dict(build) for build in WHEELHOUSE]  # an answer may not change ours
         got = call_answer(pick_build, driver, capability, wheelhouse)
         what = f"{gpu} (driver {driver}, compute capability {capability[0]}.{capability[1]})"
