@@ -115,7 +115,7 @@ def read_request(script: str) -> Request:
     cpus = int(o.get("--cpus-per-task", "1"))
     if "--gpus-per-node" in o:
         gpus = gpus_in("gpu:" + o["--gpus-per-node"])
-    elif "--gpus-per-task" in o:  # lesson 10's scaling jobs: one GPU per task
+    elif "--gpus-per-task" in o:  # per task: times the tasks of a node
         gpus = gpus_in("gpu:" + o["--gpus-per-task"]) * (per_node or -(-(tasks or 1) // nodes))
     elif "--gres" in o:
         gpus = gpus_in(o["--gres"])
