@@ -142,6 +142,7 @@ def test_the_links_under_a_lesson_s_title():
     nb = _read("05")
     scripts = site.slurm_scripts(nb, REPO_ROOT / "slurm")
     assert [p.name for p in scripts] == [
+        "checkpoint_requeue.sh",  # where a --signal belongs: a script that traps it
         "config.sh",
         "ddp_srun.sh",
         "ddp_torchrun.sh",

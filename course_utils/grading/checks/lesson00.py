@@ -14,9 +14,11 @@ import os
 import sys
 
 from course_utils import accounting, import_cost
+from course_utils.doctor import gpu as gpu_rules
 from course_utils.doctor import versions
 from course_utils.grading import (
     CheckFailed,
+    NotAttempted,
     call_answer,
     exercise,
     expect,
@@ -48,8 +50,9 @@ def _scheduler_says(job_id: str, ran: dict) -> None:
     job = next(s for s in steps if not s.is_step)
     expect(job.state == "COMPLETED", f"job {job_id} COMPLETED in sacct", job.state)
     expect(
-        job.alloc_cpus == 7 and job.alloc_tres.get("gres/gpu") == "1",
-        "7 CPUs and 1 GPU allocated, as the session asks",
+        job.alloc_cpus >= 7 and job.alloc_tres.get("gres/gpu") == "1",
+        "at least 7 CPUs (a node that allocates whole cores rounds up) and 1 GPU allocated, as "
+        "the session asks",
         f"AllocTRES {','.join(f'{k}={v}' for k, v in job.alloc_tres.items())}",
     )
 
@@ -68,6 +71,13 @@ def check_doctor_job(doctor_job, run_doctor_job):
     script_rules.check_body(script)
     ran = run_probe(probes.run_the_job, doctor_job, run_doctor_job)
     expect(ran.get("kind") == "Job", "the job batch.run_script returned", ran.get("kind"))
+    if ran.get("state") == "PENDING":
+        said = ran["output"].strip().splitlines()[-1] if ran["output"].strip() else ""
+        raise NotAttempted(
+            f"your job {ran['job_id']} is pending: it did not start ({said}). Nothing is wrong "
+            f"with your script for that: run the check again when partition "
+            f"{ran.get('partition')} has room (squeue -u $USER shows your jobs and their reason)"
+        )
     rows = _report_rows(ran["output"])
     missing = [t for t in REPORT_TOPICS if t not in rows]
     expect(
@@ -131,7 +141,8 @@ WHEELHOUSE = [
         "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
     },
 ]
-# (GPU, driver, compute capability) -> the newest build that runs there, or None.
+# (GPU, driver, compute capability) -> the newest build that runs there, or None: what the
+# course's one build rule (gpu.build_verdict, lessons 00 and 07) gives, which the check applies.
 NODES = [
     ("H100", "580.65.06", (9, 0), "cu130"),
     ("H100 with an older driver", "550.54.15", (9, 0), "cu128"),  # CUDA 13 needs driver >= 580
@@ -142,9 +153,20 @@ NODES = [
 ]
 
 
+def newest_that_runs(driver: str, capability, builds: list[dict]) -> str | None:
+    """The first build (newest first) that runs under `driver` on `capability`, by the one rule."""
+    cuda = gpu_rules.driver_cuda(driver)
+    for build in builds:
+        made_by = tuple(int(p) for p in build["cuda"].split("."))
+        if gpu_rules.build_verdict(capability, build["arch_list"], made_by, cuda) == "runs":
+            return build["tag"]
+    return None
+
+
 @exercise("00.3", "which PyTorch build runs on this GPU node?")
 def check_pick_build(pick_build):
-    for gpu, driver, capability, want in NODES:
+    for gpu, driver, capability, _ in NODES:
+        want = newest_that_runs(driver, capability, WHEELHOUSE)
         wheelhouse = [dict(build) for build in WHEELHOUSE]  # an answer may not change ours
         got = call_answer(pick_build, driver, capability, wheelhouse)
         what = f"{gpu} (driver {driver}, compute capability {capability[0]}.{capability[1]})"

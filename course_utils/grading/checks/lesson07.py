@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from course_utils import cpp
-from course_utils.doctor.gpu import arch_supported
+from course_utils.doctor.gpu import build_verdict
 from course_utils.grading import (
     CheckFailed,
     call_answer,
@@ -150,10 +150,7 @@ def check_own_program(build_predict, seed: int = 3):
 # ---- 07.3 ---------------------------------------------------------------------------------
 
 # (GPU capability, build's architectures, CUDA version that made the build, driver's CUDA
-# version, what happens). A cubin (sm_XY) runs on the same major version with an equal or higher
-# minor (arch-specific sm_XYa only on exactly X.Y), under a driver of the same CUDA major version
-# as the build or newer (minor versions are compatible); PTX (compute_XY) runs on X.Y or newer
-# GPUs, but only if the driver supports the PTX's ISA version, that is, the CUDA that made it.
+# version, what happens), by the course's one build rule (doctor.gpu.build_verdict).
 DIAGNOSES = [
     ((8, 0), ["sm_80", "sm_90"], (12, 8), (12, 2), "runs"),
     ((8, 6), ["sm_80"], (12, 8), (12, 8), "runs"),
@@ -170,15 +167,9 @@ DIAGNOSES = [
 
 
 def _verdict(capability, archs, built_with, driver) -> str:
-    """The rule 07.3 teaches, `course doctor`'s architecture rule (arch_supported) with the
-    CUDA versions: a cubin that fits runs under a driver of the build's CUDA major version or
-    newer; else a PTX that fits needs a driver at least as new as the CUDA that made it; else
-    nothing serves the GPU."""
-    if arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
-        return "runs" if driver[0] >= built_with[0] else "update the driver"
-    if arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
-        return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
-    return "rebuild for the GPU"
+    """The rule 07.3 teaches: the course's one build rule (`doctor.gpu.build_verdict`, which
+    lesson 00 teaches too)."""
+    return build_verdict(capability, archs, built_with, driver)
 
 
 def _cuda(version) -> str:
@@ -197,7 +188,7 @@ def _diagnosis(diagnose, capability, archs, built_with, driver, want) -> None:
 @exercise(
     "07.3",
     "a kernel-image error: update the driver or rebuild?",
-    reference=(r"arch_supported", r"gpu_finding", r"\bdoctor\b"),
+    reference=(r"arch_supported", r"build_verdict", r"gpu_finding", r"\bdoctor\b"),
 )
 def check_diagnose(diagnose):
     for capability, archs, built_with, driver, want in DIAGNOSES:

@@ -8,12 +8,15 @@ without them the check says "not attempted yet: run ... first".
      the judge made: one reader per node, the others wait, SLURM_TMPDIR before TMPDIR before
      /tmp, a folder per job and node; what each rank's folder holds is read by the judge on disk,
      from outside the learner's process.
-10.2 the learner's script (its rules read as sbatch reads them) drove the whole study: a record
+10.2 the learner's script keeps the lab's rules (lab.scripts, the header read as sbatch reads it:
+     one task of a GPU's CPUs, memory asked for, a GPU per task that can reach its node's other
+     GPUs, one srun line of the lab's program) and drove the whole study: a record
      of each of the four shapes and of every sweep task, each valid and carrying the script's
      digest; the judge trains the 1-rank runs' first steps itself and compares the losses; where
      a run was a Slurm job, sacct's record of it (state, name with the digest, nodes).
 10.3 names the transport in the learner's own 2-node run's log, the CI cluster's, and the
-     constructed NCCL excerpts (a probe reads the log).
+     constructed NCCL excerpts, a network plugin's among them (a probe reads the log); held
+     out: logs drawn at random and a plugin's excerpt of another name.
 10.4 the GPU count (the course's one decision, how_many.choose) and the sweep's learning rate,
      from the learner's own records, and from sets the check brings.
 Where the runs were started is said as "[via slurm]" or "[via local ranks: no Slurm here]"; the
@@ -40,6 +43,7 @@ from course_utils.grading import (
     run_probe,
 )
 from course_utils.grading.checks.lesson10_cases import (
+    HELD_OUT_PLUGIN,
     decide_cases,
     first_losses,
     judge_ranks,
@@ -346,9 +350,12 @@ def check_diagnose_transport(diagnose_transport, folder=None):
 
 @held_out("10.3", cases=3)
 def held_out_transport(rng, diagnose_transport, folder=None):
-    """Logs drawn at random: an answer that only knows the visible logs fails them."""
+    """Logs drawn at random, and a plugin's excerpt the notebook never shows (its older name,
+    its network links only): an answer that only knows the visible logs fails them."""
     log = synthetic_log(rng)
     _named(diagnose_transport, "a log the check drew", log, transport.diagnose(log))
+    what = "a held-out excerpt (a network plugin of another name)"
+    _named(diagnose_transport, what, HELD_OUT_PLUGIN, "plugin")
 
 
 # ---- 10.4 how many GPUs, and the sweep's learning rate --------------------------------------

@@ -20,10 +20,11 @@ RECORDS = "runs/import_cost.json"  # beside the notebook, as every file a lesson
 
 
 def this_machine() -> dict:
-    """Where the learner's job runs: this cluster's default partition (or none here) and the
-    line that activates this Python's environment."""
-    partition = "debug"
-    if shutil.which("sinfo"):
+    """Where the learner's job runs: the course's partition (COURSE_PARTITION, in slurm/config.sh
+    or the environment: a GPU partition, since the job asks for a GPU), else this cluster's
+    default partition (or none here), and the line that activates this Python's environment."""
+    partition = batch.site_partition() or "debug"
+    if not batch.site_partition() and shutil.which("sinfo"):
         done = processes.run(["sinfo", "-h", "-o", "%P"], timeout=20)
         defaults = [p for p in done.stdout.split() if p.endswith("*")] if done.ok else []
         partition = defaults[0].rstrip("*") if defaults else partition
@@ -48,6 +49,7 @@ def run_the_job(doctor_job, run_doctor_job):
         "kind": "Job",
         "launcher": job.launcher,
         "job_id": job.job_id,
+        "state": job.state,
         "returncode": job.returncode,
         "output": job.output[-8000:],
         "script": script,

@@ -20,10 +20,9 @@ import uuid
 from pathlib import Path
 
 from course_utils import processes
-from course_utils.batch import NODE_VARIABLE
 from course_utils.grading import CheckFailed, probe
 from course_utils.lab import staging, yours
-from course_utils.ranks import local_launch_environ
+from course_utils.ranks import NODE_VARIABLE, local_launch_environ
 
 ARCHIVE_FILES, FILE_BYTES = 300, 2048  # the check's own archive: small, yet many files
 RANK_SECONDS = 120
