@@ -3,10 +3,14 @@
 #   .ci/slurm-cluster.sh start    # munged, slurmctld, and two slurmd nodes cn1 cn2 (idempotent)
 #   .ci/slurm-cluster.sh stop     # stops only the daemons this script started
 #   .ci/slurm-cluster.sh status
+#   .ci/slurm-cluster.sh share PATH  # the class's users may reach PATH (a Python in root's home)
 # Needs root and Debian's packages: apt-get install slurmctld slurmd slurm-client munge slurmdbd
 # mariadb-server.
 # Accounting: slurmdbd on a MariaDB database records every job and step, so `sacct` answers with
-# the scheduler's own record (state, elapsed time, allocated TRES, MaxRSS, TotalCPU).
+# the scheduler's own record (state, elapsed time, allocated TRES, MaxRSS, TotalCPU) and keeps
+# each job's batch script and environment. As at a centre, a user sees only their own jobs
+# (PrivateData=jobs); a class lives here: two learners and an instructor (Unix users), the
+# course's account, and the instructor its coordinator, who reads the learners' records.
 # Each node advertises 16 CPUs and 4 fake GPUs (GRES backed by character devices), so GPU scripts
 # schedule and get CUDA_VISIBLE_DEVICES; the CPU variants of the scripts run the training.
 # Settings, pitfalls and what was measured with them: docs/test-cluster.md.
@@ -16,6 +20,9 @@ STATE=${COURSE_SLURM_STATE:-/var/lib/course-slurm}
 CONF_DIR=/etc/slurm
 MARKER="# written by .ci/slurm-cluster.sh"
 NODES=(cn1 cn2)
+ACCOUNT=course  # the course's account, as a centre gives one to a course
+LEARNERS=(learner1 learner2)
+INSTRUCTOR=instructor
 DB_SOCKET=/run/mysqld/mysqld.sock
 DB_PASSWORD=course-accounting  # a throwaway database on loopback, for the test cluster only
 
@@ -70,6 +77,11 @@ MinJobAge=5
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStorageTRES=gres/gpu
+# Each job's batch script, environment and comment are kept (sacct --batch-script, --env-vars;
+# a course program leaves its result in its job's comment: course_utils.witness).
+AccountingStoreFlags=job_script,job_env,job_comment
+# A user sees only their own jobs (root and the account's coordinators see more).
+PrivateData=jobs
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=1
 # Advertise more CPUs than the machine has (the nodes share its cores), so test jobs overlap.
@@ -105,6 +117,9 @@ StorageUser=slurm
 StoragePass=$DB_PASSWORD
 LogFile=$STATE/log/slurmdbd.log
 PidFile=$STATE/slurmdbd.pid
+# sacct shows a user their own jobs only, "unless they are coordinators of the account running
+# the job" (slurmdbd.conf(5)): what an instructor who grades needs to be.
+PrivateData=jobs
 EOF
     chmod 600 "$CONF_DIR/slurmdbd.conf"  # slurmdbd refuses a file others can read
     if ! grep -q "course-slurm" /etc/hosts; then
@@ -146,6 +161,33 @@ start_slurmdbd() {
     die "slurmdbd did not answer within 20 s"
 }
 
+add_class() {
+    # The class: Unix users with homes, the course's account with each of them in it, and the
+    # instructor as its coordinator. Idempotent; sacctmgr says "nothing new" with exit code 1.
+    for user in "${LEARNERS[@]}" "$INSTRUCTOR"; do
+        id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$user"
+    done
+    sacctmgr -n list account format=account | grep -qw "$ACCOUNT" ||
+        sacctmgr -i add account "$ACCOUNT" cluster=course description="the course" >/dev/null
+    for user in "${LEARNERS[@]}" "$INSTRUCTOR"; do
+        sacctmgr -n list user "$user" format=user | grep -qw "$user" ||
+            sacctmgr -i add user "$user" account="$ACCOUNT" >/dev/null
+    done
+    sacctmgr -n list user "$INSTRUCTOR" withcoord format=coordinators | grep -qw "$ACCOUNT" ||
+        sacctmgr -i add coordinator account="$ACCOUNT" names="$INSTRUCTOR" >/dev/null
+}
+
+share() {
+    # Let the class's users run a Python that lies under a closed folder (root's home, say): each
+    # folder above it may be passed through (o+x), not read. CI's course environment is root's.
+    local path=$1 dir
+    dir=$(readlink -f "$path")
+    while [ "$dir" != / ]; do
+        chmod o+x "$dir"
+        dir=$(dirname "$dir")
+    done
+}
+
 running() {  # the daemon whose pid file is $1 is alive
     [ -e "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
 }
@@ -174,6 +216,7 @@ start() {
     # slurmctld registers the cluster itself; adding it first makes the record exist at once
     # (sacctmgr says "already exists" with exit code 1 on a second add).
     sacctmgr -n list cluster format=cluster | grep -qw course || sacctmgr -i add cluster course >/dev/null
+    add_class
     running "$STATE/slurmctld.pid" || slurmctld
     for n in "${NODES[@]}"; do
         running "$STATE/slurmd-$n.pid" || slurmd -N "$n"
@@ -221,6 +264,7 @@ stop() {
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
+    share) shift; for p in "$@"; do share "$p"; done ;;
     status) if cluster_up; then sinfo; else echo "slurm-cluster: not up"; exit 1; fi ;;
-    *) die "usage: $0 start|stop|status" ;;
+    *) die "usage: $0 start|stop|status|share PATH..." ;;
 esac

@@ -188,3 +188,81 @@ def efficiency(steps: list[Step]) -> Efficiency:
         requested_mb=requested,
         memory=memory / requested if memory is not None and requested else None,
     )
+
+
+# ---- whose job, when, and what it ran --------------------------------------------------------
+
+# SubmitLine last: a command line may hold a "|", which then stays in it.
+OWNER_FIELDS = ("JobID", "User", "Account", "Submit", "State", "Comment", "SubmitLine")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What Slurm's accounting holds about one job beyond its steps: who submitted it, on which
+    account and when, every run of it (a requeued job ran more than once: `sacct --duplicates`),
+    the batch script Slurm stored (AccountingStoreFlags=job_script) and the steps of its last run.
+    Read by the grading of lessons 00, 05, 06 and 09: a record the learner's code cannot write."""
+
+    job_id: str
+    user: str
+    account: str
+    submitted: str  # ISO time, as sacct prints it (2026-11-29T08:01:02)
+    submit_line: str  # the sbatch command line, arguments included
+    comment: str  # what the job left in its comment (witness.to_job_record)
+    runs: tuple[str, ...]  # the state of each run, oldest first (REQUEUED, ..., COMPLETED)
+    script: str | None  # None where Slurm stored none
+    steps: tuple[Step, ...]
+
+    @property
+    def state(self) -> str:
+        return self.runs[-1] if self.runs else ""
+
+
+def parse_owners(text: str) -> list[dict[str, str]]:
+    """The job lines (not steps) of `sacct --duplicates --format=<OWNER_FIELDS>`, in order, each
+    {field: value} (State's first word)."""
+    rows = []
+    for line in text.strip().splitlines():
+        values = line.split("|", len(OWNER_FIELDS) - 1)
+        if len(values) == len(OWNER_FIELDS) and "." not in values[0]:
+            row = dict(zip(OWNER_FIELDS, values))
+            row["State"] = row["State"].split()[0] if row["State"] else ""
+            rows.append(row)
+    return rows
+
+
+def parse_batch_script(text: str) -> str | None:
+    """The script in `sacct --batch-script` output (after its header and rule), or None."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:4]):
+        if line.startswith("-----"):
+            script = "\n".join(lines[i + 1 :]).strip("\n")
+            return script + "\n" if script and script != "NONE" else None
+    return None
+
+
+def job_record(job_id: str, timeout: float = 30) -> JobRecord | None:
+    """Slurm's accounting of job `job_id`, settled (`ended_job_steps`); None where sacct knows no
+    such job, or keeps no accounting. Read as the user who asks: with PrivateData=jobs, only
+    their own jobs, or those of the accounts they coordinate."""
+    steps = ended_job_steps(job_id)
+    if not steps:
+        return None
+    cmd = ["sacct", "--parsable2", "--noheader", "--duplicates", "-j", str(job_id)]
+    owners = processes.run([*cmd, f"--format={','.join(OWNER_FIELDS)}"], timeout=timeout)
+    runs = parse_owners(owners.stdout) if owners.ok else []
+    if not runs:
+        return None
+    stored = processes.run(["sacct", "--batch-script", "-j", str(job_id)], timeout=timeout)
+    last = runs[-1]
+    return JobRecord(
+        job_id=last["JobID"],
+        user=last["User"],
+        account=last["Account"],
+        submitted=last["Submit"],
+        submit_line=last["SubmitLine"],
+        comment=last["Comment"],
+        runs=tuple(row["State"] for row in runs),
+        script=parse_batch_script(stored.stdout) if stored.ok else None,
+        steps=tuple(steps),
+    )

@@ -199,6 +199,14 @@ def add_grade_options(p: argparse.ArgumentParser) -> None:
         help="with --slurm, last: sbatch options for the array, e.g. --sbatch --partition=cpu "
         "--time=02:00:00 --cpus-per-task=8",
     )
+    p.add_argument(
+        "--account",
+        help="the course's Slurm account: learners' jobs must be on it, and run "
+        "exercises must name their jobs (README, 'Grading on the scheduler's record')",
+    )
+    p.add_argument("--since", help="learners' jobs submitted at or after this, e.g. 2026-11-01")
+    p.add_argument("--until", help="learners' jobs submitted at or before this")
+    p.add_argument("--logins", help="CSV file learner,login where a cluster login differs")
     p.add_argument("--timeout", type=float, default=limits.timeout, help="seconds per notebook")
     p.add_argument(
         "--cell-timeout", type=float, help=f"seconds per cell (default: {limits.cell_timeout:g})"

@@ -253,5 +253,6 @@ def _train(run: Run, stop_after, restore_rng, restore_position) -> str:
     run.save()
     digest = parameter_hash(run.model)
     record(config.ckpt_dir, "finished", step=run.step, hash=digest)
+    witness.to_job_record(f"hash {digest} step {run.step}")  # in a job, sacct keeps it
     log(f"final parameter hash: {digest} (step {run.step}, epoch {run.epoch})")
     return digest

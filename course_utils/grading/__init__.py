@@ -4,6 +4,8 @@ Lessons use only `check` and `summary` (`from course_utils.grading import check,
 checkers register with `exercise`, and their held-out cases (run only by `course grade`) with
 `held_out`. The rest serves the `course` command:
     exercises.py     the registry, `check`, `summary`, verdict lines
+    catalog.py       the exercises as the checker modules declare them, read without importing
+    notebooks.py     a cell's course metadata, and the release of a solution notebook
     judge/           the judge: the process that decides the verdicts of one graded notebook,
                      its doors, and the kernel's end of a check (judge/__init__.py)
     probes/          what a check runs in the learner's process, one module per lesson

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from course_utils import distributed, hpc, models
+from course_utils import distributed, hpc, models, witness
 from course_utils.checkpoint import atomic_torch_save, unwrap_model
 from course_utils.environment import env_int
 from course_utils.job_config import option, parse, shared
@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     world = dist.get_world_size() if joined else int(os.environ.get("WORLD_SIZE", "1"))
     checksum = models.parameter_hash(trained)
     distributed.print_line(f"rank {rank}/{world} on {node_name()}: parameter checksum {checksum}")
+    if rank == 0:  # in a Slurm job, sacct keeps the result (lesson 05 grades the learner's job)
+        witness.to_job_record(f"seed {args.seed} checksum {checksum}")
     if rank == 0 and args.save:
         atomic_torch_save(trained.state_dict(), args.save)
     if joined:

@@ -26,6 +26,7 @@ from course_utils.grading import (
     run_probe,
 )
 from course_utils.grading.checks import lesson00_script as script_rules
+from course_utils.grading.checks import slurm_record
 from course_utils.grading.probes import lesson00 as probes
 
 # What the documentation's cluster needs before `course doctor` (exercise 00.1's visible case).
@@ -62,13 +63,22 @@ def _scheduler_says(job_id: str, ran: dict) -> None:
     "the documentation's interactive session as a batch job running course doctor",
     allows=("opens or removes files", "starts processes"),
 )
-def check_doctor_job(doctor_job, run_doctor_job):
+def check_doctor_job(doctor_job, run_doctor_job, jobs=None):
     """`doctor_job(partition, setup)` returns the batch script; `run_doctor_job(script, folder)`
-    runs it as a job (batch.run_script) and returns the job."""
+    runs it as a job (batch.run_script) and returns the job; `jobs` (DOCTOR_JOBS) names the
+    doctor jobs the learner submitted on the cluster, which Slurm's record then decides."""
     script = call_answer(doctor_job, "alpha", DOCUMENTATION_SETUP)
     expect(type(script) is str, "the batch script as a string", type(script).__name__)
     script_rules.check_header(script)
     script_rules.check_body(script)
+    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "DOCTOR_JOBS")
+    if named:
+        for job_id in named:
+            _doctor_job_in_sacct(job_id)
+        return DOCTOR_PASSED
+    slurm_record.needs_a_job(
+        "00.1", "sbatch the script doctor_job writes for this cluster; DOCTOR_JOBS = [its id]"
+    )
     ran = run_probe(probes.run_the_job, doctor_job, run_doctor_job)
     expect(ran.get("kind") == "Job", "the job batch.run_script returned", ran.get("kind"))
     if ran.get("state") == "PENDING":
@@ -99,11 +109,30 @@ def check_doctor_job(doctor_job, run_doctor_job):
             rows["slurm job"],
         )
         _scheduler_says(ran["job_id"], ran)
-    # One line wherever it ran (nbval compares it): the route is the job's own output's to say.
-    return (
-        "same resources as the session, 10 minutes at most, course doctor first; your job's "
-        "course doctor report read (and on Slurm, sacct's record of the job)"
-    )
+    slurm_record.note(f"your job run by your function ({ran['launcher']}), its report read")
+    return DOCTOR_PASSED
+
+
+# One line wherever the job ran (nbval compares it): the evidence column says which route.
+DOCTOR_PASSED = (
+    "same resources as the session, 10 minutes at most, course doctor first; your job's "
+    "course doctor report read (and on Slurm, sacct's record of the job)"
+)
+
+
+def _doctor_job_in_sacct(job_id: str) -> None:
+    """A doctor job the learner names: theirs, for the course, COMPLETED with the session's
+    resources, and the script Slurm stored keeps the exercise's rules."""
+    record = slurm_record.learner_job(job_id, "00.1")
+    _scheduler_says(job_id, {})
+    what = f"the script Slurm stored for job {job_id}"
+    expect(record.script is not None, what, "none (is AccountingStoreFlags=job_script set?)")
+    try:
+        script_rules.check_header(record.script, partition=None)
+        script_rules.check_body(record.script)
+    except CheckFailed as e:
+        raise CheckFailed(f"{what}: {e}") from None
+    slurm_record.note(slurm_record.sacct_evidence(record))
 
 
 @exercise("00.2", "does this torchvision belong to this PyTorch?")

@@ -18,9 +18,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import accounting, failures, job_memory, memory, paths
+from course_utils import accounting, failures, job_memory, memory, paths, sbatch, witness
 from course_utils.files import atomic_write_text
-from course_utils.grading import expect
+from course_utils.grading import CheckFailed, expect
+from course_utils.grading.checks import slurm_record
 from course_utils.grading.probes.lesson09 import (
     SHARED_LOADER_SHAPE,
     _loader_reading,
@@ -114,3 +115,72 @@ def own_loader_reading(seed: int, mib: int, workers: int, rows: int) -> dict:
         run = job_memory.read_loader(loader, on_batch=lambda b: seen.append(len(b)))
         del loader
     return _loader_reading(run, seen)
+
+
+RESULT = re.compile(r"^seed (\d+) sum (-?[\d.]+)$")
+
+
+def repaired_job_in_sacct(job_id: str, script: str) -> None:
+    """A job the learner names: theirs, for the course, their repaired script as Slurm stored
+    it, COMPLETED with a step of 2 tasks, and the parameter sum it left in its record (the
+    program writes it there) the one the judge computes at the seed it was submitted with."""
+    record = slurm_record.learner_job(job_id, "09.3")
+    what = f"job {job_id}"
+    stored = (record.script or "").strip()
+    expect(stored == script.strip(), "your repaired script, as Slurm stored it", "another", what)
+    scheduler_says(job_id, tasks=2)
+    result = RESULT.match(witness.from_job_record(record.comment) or "")
+    expect(
+        result is not None and f"--seed {result[1]}" in record.submit_line,
+        "the parameter sum the program left in the job's record, at the --seed it was given",
+        record.comment or "no result (did rank 0 finish?)",
+        what,
+    )
+    want = trained_sum(int(result[1]), world_size=2)
+    expect(
+        abs(float(result[2]) - want) < 1e-4,
+        f"the parameter sum of 3 steps of 2 ranks at seed {result[1]}, {want:.6f}",
+        result[2],
+        what,
+    )
+    slurm_record.note(slurm_record.sacct_evidence(record) + ", its result reproduced")
+
+
+MAX_MINUTES = 5  # the exercise asks for a --time of 5 minutes
+
+
+SEED_WORDS = '"$@"'  # how a batch script passes its own arguments on
+
+
+def check_script(got) -> None:
+    expect(type(got) is str, "the repaired script as a str", type(got).__name__)
+    problems = failures.batch_script_problems(got)
+    expect(not problems, "no problem left", problems[0] if problems else "")
+    try:
+        request = sbatch.read_request(got)
+    except ValueError as e:
+        raise CheckFailed(f"expected a header sbatch can read, got: {e}") from None
+    expect(
+        request.tasks == 2 and request.nodes == 1,
+        "2 tasks on 1 node, as before (--ntasks-per-node=2)",
+        f"{request.tasks} tasks on {request.nodes} node(s)",
+    )
+    minutes = request.minutes
+    expect(
+        minutes is not None and 0 < minutes <= MAX_MINUTES,
+        f"a --time of at most {MAX_MINUTES} minutes (00:05:00): a hung job holds its node no "
+        "longer than it needs",
+        "no --time" if minutes is None else f"--time={request.options['--time']}",
+    )
+    srun = [line for line in got.splitlines() if line.lstrip().startswith("srun ")]
+    expect(
+        len(srun) == 1 and "course_utils.jobs.faulty_ddp" in srun[0],
+        "one srun line that starts python -m course_utils.jobs.faulty_ddp",
+        srun or "no srun line",
+    )
+    expect(
+        SEED_WORDS in srun[0],
+        'the srun line passing the script\'s own arguments on ("$@"): the check submits it '
+        "with --seed N",
+        repr(srun[0].strip()),
+    )

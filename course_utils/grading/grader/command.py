@@ -22,6 +22,7 @@ from course_utils.grading.grader.pipeline import grade_all
 from course_utils.grading.grader.plan import Lesson
 from course_utils.grading.grader.prepared import Prepared, finish, prepare_runs
 from course_utils.grading.grader.results import choose_seed
+from course_utils.grading.grader.slurm_rules import SlurmRules
 from course_utils.grading.grader.submissions import find_submissions
 from course_utils.grading.judge.beside import hidden_in_runs
 from course_utils.grading.runner import sandbox
@@ -127,9 +128,10 @@ def _prepare(args) -> Prepared:
     if (args.jobs is not None and args.jobs < 1) or args.timeout <= 0:
         raise ValueError(f"-j {args.jobs} / --timeout {args.timeout:g}: both must be positive")
     limits = limits_from_args(args)
+    rules = SlurmRules.from_args(args)
     hidden = [repo_dir("solutions"), Path(args.submissions), Path(args.out), Path.home()]
     check_sandbox(limits, hidden, probe=not getattr(args, "slurm", False))
-    return Prepared(subs, skipped, lessons, limits, hidden)
+    return Prepared(subs, skipped, lessons, limits, hidden, rules)
 
 
 def grade_main(args) -> int:
@@ -174,6 +176,7 @@ def _grade_here(args, ready: Prepared) -> int:
             SANITIZE_FILE,
             out / "logs",
             seed=seed,
+            rules=ready.rules,
         )
     finish(args, grades)
     print(

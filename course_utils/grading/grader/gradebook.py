@@ -32,6 +32,7 @@ class ExerciseGrade:
     message: str
     held_out: int = 0  # held-out cases the exercise has (only the instructor's grade runs them)
     held_out_passed: int | None = None  # of them, how many passed; None: they did not run
+    evidence: str = ""  # what the verdict rests on: "sacct 4217: ...", "local run at ..."
 
     @property
     def points(self) -> int:
@@ -59,6 +60,7 @@ class SubmissionGrade:
     seconds: float = 0.0
     sandbox: str = ""  # what bounded the run (runner's Limits.describe); "none" without one
     seed: int | None = None  # the held-out cases' seed (`course grade --seed`)
+    slurm: str = ""  # what the learner's jobs were held to (grader/slurm_rules.py)
 
     @property
     def total(self) -> int:
@@ -94,6 +96,8 @@ def gradebook_csv(grades: list[SubmissionGrade]) -> str:
         "status",
         "reason",
         "flags",
+        "evidence",
+        "slurm",
         "sandbox",
         "seed",
     ]
@@ -110,6 +114,8 @@ def gradebook_csv(grades: list[SubmissionGrade]) -> str:
                 g.status,
                 g.reason,
                 "; ".join(g.flags),
+                "; ".join(f"{e.exercise_id}: {e.evidence}" for e in g.exercises if e.evidence),
+                g.slurm,
                 g.sandbox,
                 "" if g.seed is None else g.seed,
             ]
@@ -127,6 +133,7 @@ def feedback_markdown(learner: str, grades: list[SubmissionGrade]) -> str:
         for e in g.exercises:
             text = "passed" if e.verdict == "passed" else f"{e.verdict}: {e.message}"
             text += f" ({e.held_out_text()})" if e.held_out else ""
+            text += f" [evidence: {e.evidence}]" if e.evidence else ""
             lines.append(f"- **{e.exercise_id}** {e.title} ({e.points}/{e.max_points}): {text}")
         if g.notes:
             lines += ["", "Notes on your notebook:", *(f"- {n}" for n in g.notes)]
@@ -237,14 +244,15 @@ def feedback_html(learner: str, grades: list[SubmissionGrade]) -> str:
             parts.append(f'<p class="status">Status: {e_(g.status)}. {e_(g.reason)}</p>')
         parts.append(
             "<table>\n<tr><th>Exercise</th><th>Title</th><th>Points</th><th>Verdict</th>"
-            "<th>Message</th><th>Held-out cases</th></tr>"
+            "<th>Message</th><th>Held-out cases</th><th>Evidence</th></tr>"
         )
         for x in g.exercises:
             css = x.verdict.replace(" ", "-")
             parts.append(
                 f'<tr class="{e_(css)}"><td>{e_(x.exercise_id)}</td><td>{e_(x.title)}</td>'
                 f"<td>{x.points}/{x.max_points}</td><td>{e_(x.verdict)}</td>"
-                f"<td>{e_(x.message)}</td><td>{e_(x.held_out_text())}</td></tr>"
+                f"<td>{e_(x.message)}</td><td>{e_(x.held_out_text())}</td>"
+                f"<td>{e_(x.evidence)}</td></tr>"
             )
         parts.append("</table>")
         if g.notes:

@@ -40,6 +40,10 @@ TASK_OPTIONS = (
     "max_file_size",
     "max_disk",
     "cpu_time",
+    "account",
+    "since",
+    "until",
+    "logins",
 )
 
 

@@ -33,6 +33,7 @@ from course_utils.grading.grader.gradebook import (
     safe_name,
 )
 from course_utils.grading.grader.plan import GradingPlan, Lesson, build_grading_notebook
+from course_utils.grading.grader.slurm_rules import SlurmRules
 from course_utils.grading.grader.submissions import Submission, read_notebook
 from course_utils.grading.grader.verdicts import _status, compare_checks, exercise_grades
 from course_utils.grading.judge.beside import judge_beside
@@ -48,22 +49,26 @@ def grade_notebook(
     sanitize: Path | None = None,
     logs: Path | None = None,
     seed: int | None = None,
+    rules: SlurmRules | None = None,
 ) -> SubmissionGrade:
     """Grade one notebook file against `lesson`; every outcome becomes a SubmissionGrade.
 
     `sanitize`: the nbval sanitize file applied to both sides when check cells are compared;
     `logs`: the folder that keeps each run's pytest log; `seed`: the held-out cases' seed
-    (None: they do not run, as in `course check`).
+    (None: they do not run, as in `course check`); `rules`: what the learner's jobs are held to
+    (None: the jobs of whoever grades, as in `course check`).
     """
     start = time.perf_counter()
     grade = SubmissionGrade(learner or path.stem, lesson.lesson, str(path), seed=seed)
     grade.sandbox = limits.describe()
+    grade.slurm = rules.describe(grade.learner) if rules else ""
+    options = rules.judge_options(grade.learner) if rules else []
     try:
         plan = build_grading_notebook(lesson, read_notebook(path))
     except ValueError as e:
         _unreadable(grade, lesson, str(e))
     else:
-        _grade_run(grade, plan, lesson, limits, sanitize, logs)
+        _grade_run(grade, plan, lesson, limits, sanitize, logs, options)
     grade.seconds = time.perf_counter() - start
     return grade
 
@@ -87,14 +92,15 @@ def _grade_run(
     limits: Limits,
     sanitize: Path | None,
     logs: Path | None,
+    options: list[str] = (),
 ) -> None:
-    """Run the plan's notebook beside its judge, compare its checks, keep its log, and grade it
-    from the judge's verdicts into `grade`."""
+    """Run the plan's notebook beside its judge (given `options`), compare its checks, keep its
+    log, and grade it from the judge's verdicts into `grade`."""
     grade.notes = plan.notes
     name = f"{lesson.lesson}_grading.ipynb"
     with ThreadPoolExecutor(1) as beside_the_run:  # the flags parse cells while the run goes
         flags = beside_the_run.submit(lambda: plan.flags)
-        with judge_beside(grade.seed, limits, lessons=[lesson.lesson]) as judge:
+        with judge_beside(grade.seed, limits, [lesson.lesson], options) as judge:
             run = nbval_runner.run_notebook(
                 plan.notebook,
                 name,
@@ -133,6 +139,7 @@ def grade_all(
     progress: bool = True,
     seed: int | None = None,
     on_grade: Callable[[Submission, SubmissionGrade], None] | None = None,
+    rules: SlurmRules | None = None,
 ) -> list[SubmissionGrade]:
     """Grade every submission, `jobs` at a time; one submission's failure never stops the rest.
     `on_grade(submission, grade)` is called as each one is done (a job array keeps it then)."""
@@ -141,7 +148,9 @@ def grade_all(
     def one(sub: Submission) -> SubmissionGrade:
         try:
             lesson = lessons[sub.lesson]
-            grade = grade_notebook(sub.path, lesson, limits, sub.learner, sanitize, logs, seed)
+            grade = grade_notebook(
+                sub.path, lesson, limits, sub.learner, sanitize, logs, seed, rules
+            )
         except Exception as e:  # a grader bug must cost one row, not the whole gradebook
             grade = SubmissionGrade(
                 sub.learner,

@@ -6,14 +6,16 @@ teaches it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course_utils.files import atomic_write_text
 from course_utils.grading.catalog import prepares_runs
 from course_utils.grading.grader import lms
+from course_utils.grading.grader.claims import refuse_shared_jobs
 from course_utils.grading.grader.gradebook import SubmissionGrade, summary_table, write_outputs
 from course_utils.grading.grader.plan import Lesson
+from course_utils.grading.grader.slurm_rules import SlurmRules
 from course_utils.grading.grader.submissions import Submission
 from course_utils.grading.runner.limits import Limits
 
@@ -27,6 +29,7 @@ class Prepared:
     lessons: dict[str, Lesson]
     limits: Limits  # as computed here (a task computes its own for its CPUs)
     hidden: list[Path]  # what the sandbox must never show
+    rules: SlurmRules = field(default_factory=SlurmRules)  # what learners' jobs are held to
 
 
 def prepare_runs(lessons: dict[str, Lesson], limits: Limits) -> list[str]:
@@ -49,7 +52,8 @@ def prepare_runs(lessons: dict[str, Lesson], limits: Limits) -> list[str]:
 
 def finish(args, grades: list[SubmissionGrade]) -> None:
     """Write the gradebook, feedback, JUnit report and the LMS file asked for; print the table
-    and where each file is."""
+    and where each file is. A job two exercises name earns neither (claims.py)."""
+    grades = refuse_shared_jobs(grades)
     out = Path(args.out)
     paths = write_outputs(out, grades)
     print(summary_table(grades))

@@ -30,6 +30,7 @@ from course_utils.grading.grader.command import (
 from course_utils.grading.grader.pipeline import grade_all
 from course_utils.grading.grader.plan import Lesson
 from course_utils.grading.grader.results import Store
+from course_utils.grading.grader.slurm_rules import SlurmRules
 from course_utils.grading.grader.submissions import Submission
 
 
@@ -88,6 +89,7 @@ def run_task(manifest_path: Path, index: int) -> int:
                 progress=False,
                 seed=data["seed"],
                 on_grade=keep,
+                rules=SlurmRules.from_args(options),
             )
     except KeyboardInterrupt as e:
         say("interrupted", reason=f"stopped by {e or 'an interrupt'} (scancel, or the time limit)")

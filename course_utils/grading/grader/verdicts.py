@@ -131,7 +131,8 @@ def exercise_grade(
         )
     if verdict not in (PASSED, FAILED, NOT_ATTEMPTED):
         return failed(f"the judge gave no verdict ({verdict!r})")
-    return ExerciseGrade(ex_id, title, points, verdict, message + context)
+    evidence = str(judged.get("evidence", ""))
+    return ExerciseGrade(ex_id, title, points, verdict, message + context, evidence=evidence)
 
 
 def _cell_problem(rec: dict) -> str:

@@ -95,12 +95,19 @@ class Judge:
 
 
 def judge_command(
-    folder: Path, seed: int | None, cell_timeout: float, fd: int, lessons: Iterable[str] = ()
+    folder: Path,
+    seed: int | None,
+    cell_timeout: float,
+    fd: int,
+    lessons: Iterable[str] = (),
+    options: Iterable[str] = (),
 ) -> list[str]:
+    """The judge's command line; `options` hold what a learner's jobs are held to
+    (grader/slurm_rules.py)."""
     cmd = [sys.executable, "-m", PROGRAM, str(folder / DOOR / SOCKET)]
     cmd += [str(folder / VERDICTS), "--timeout", f"{cell_timeout:g}", "--runner-fd", str(fd)]
     cmd += [word for lesson in lessons for word in ("--lesson", lesson)]
-    return cmd + ([] if seed is None else ["--seed", str(seed)])
+    return cmd + ([] if seed is None else ["--seed", str(seed)]) + list(options)
 
 
 def hidden_in_runs() -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -109,14 +116,18 @@ def hidden_in_runs() -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 @contextlib.contextmanager
-def judge_beside(seed: int | None, limits: Limits, lessons: Iterable[str] = ()):
-    """A judge listening for one notebook's checks (of `lessons`; none named: every lesson's);
-    its verdicts are read when the block ends."""
+def judge_beside(
+    seed: int | None, limits: Limits, lessons: Iterable[str] = (), options: Iterable[str] = ()
+):
+    """A judge listening for one notebook's checks (of `lessons`; none named: every lesson's),
+    its `options` the learner's (`SlurmRules.judge_options`); its verdicts are read when the
+    block ends."""
     folder = Path(tempfile.mkdtemp(prefix="course-judge-"))  # short: a socket path has a limit
     (folder / DOOR).mkdir()
     env = {**os.environ, "OMP_NUM_THREADS": str(limits.threads), "PYTHONUNBUFFERED": "1"}
     judge_end, runner_end = socket.socketpair()
-    command = judge_command(folder, seed, limits.cell_timeout, judge_end.fileno(), lessons)
+    fd = judge_end.fileno()
+    command = judge_command(folder, seed, limits.cell_timeout, fd, lessons, options)
     try:
         with (
             open(folder / LOG, "wb") as log,

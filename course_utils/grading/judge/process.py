@@ -30,6 +30,7 @@ from pathlib import Path
 
 from course_utils import messages
 from course_utils.grading import exercises
+from course_utils.grading.checks import slurm_record
 from course_utils.grading.judge import outside, proxies, wire
 from course_utils.grading.judge.beside import READY
 
@@ -115,6 +116,8 @@ def judge_check(
         record(line)
         return line
     line = verdict_line(result.exercise_id, result.verdict, result.message, held)
+    if result.evidence:
+        line["evidence"] = result.evidence
     record(line)
     with contextlib.suppress(OSError):  # the kernel went away after answering: the verdict stands
         messages.send(conn, {"op": "verdict", "verdict": result.verdict, "message": result.message})
@@ -235,7 +238,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lesson", action="append", help="a lesson judged (default: all)")
     parser.add_argument("--seed", type=int, default=None, help="the held-out cases' seed")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for one check")
+    parser.add_argument("--login", help="whose jobs count (default: this process's user)")
+    parser.add_argument("--account", help="the course's Slurm account a job must be on")
+    parser.add_argument("--since", help="jobs submitted at or after this time (sacct's format)")
+    parser.add_argument("--until", help="jobs submitted at or before this time")
+    parser.add_argument(
+        "--jobs-required", action="store_true", help="a run exercise must name its job"
+    )
     args = parser.parse_args(argv)
+    if args.login:
+        slurm_record.set_course(
+            slurm_record.Course(
+                args.login, args.account, args.since, args.until, args.jobs_required
+            )
+        )
     channel = socket.socket(fileno=args.runner_fd)
     for lesson in args.lesson or [None]:
         exercises.load_checkers(lesson)  # torch and the checkers, before the first knock

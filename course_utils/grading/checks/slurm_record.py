@@ -1,0 +1,149 @@
+"""A learner's job as evidence: Slurm's record of it, held to the course the grade is for.
+
+Where an exercise asks for a job, the learner submits it while they work through the lesson
+and names it in their answer (the id `sbatch --parsable` printed). At grade time the judge
+reads Slurm's accounting of that job (`accounting.job_record`, outside the learner's process,
+with the rights of whoever grades: the course account's coordinator sees its learners' jobs
+where PrivateData hides them) and holds it to the course (`Course`): submitted by the learner's
+cluster login, on the course's account, within the course's window; then the exercise's checker
+holds it to the task (its state, its shape, its runs, the batch script Slurm stored). A job
+serves one exercise of one learner: naming it twice in one notebook earns nothing here, and
+the grader refuses one named by two exercises or two learners (grader/claims.py).
+
+Where no Slurm answers, or the answer names no job, an exercise that allows it is graded on the
+local route at the judge's seed; the evidence line says which (`note`, in the gradebook).
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+import shutil
+from dataclasses import dataclass
+
+from course_utils import accounting
+from course_utils.grading import CheckFailed, NotAttempted, exercises
+
+JOB_ID = re.compile(r"^\d+(_\d+)?$")  # 4217, or an array task 4217_3
+
+
+@dataclass(frozen=True)
+class Course:
+    """What a learner's job must be to count: whose (the learner's cluster login), on which
+    account and submitted when (ISO times, sacct's own format); `required`: a run exercise
+    must name a job (the course ran on this cluster), rather than run locally."""
+
+    login: str
+    account: str | None = None
+    since: str | None = None
+    until: str | None = None
+    required: bool = False
+
+    def describe(self) -> str:
+        window = f", submitted {self.since or '...'} to {self.until or '...'}"
+        account = f", account {self.account}" if self.account else ""
+        return f"login {self.login}{account}{window if self.since or self.until else ''}"
+
+
+_COURSE: list[Course] = []  # set once by the judge that grades (course grade's options)
+_CLAIMED: dict[str, str] = {}  # job id -> the exercise that named it, in this judge
+
+
+def set_course(course: Course) -> None:
+    _COURSE[:] = [course]
+    _CLAIMED.clear()
+
+
+def course() -> Course:
+    """The course of this grade; where nobody set one (a notebook checked in its own kernel),
+    the jobs of whoever runs the check."""
+    return _COURSE[0] if _COURSE else Course(login=getpass.getuser())
+
+
+def slurm_answers() -> bool:
+    """Whether this machine can read Slurm's accounting (sacct is there)."""
+    return shutil.which("sacct") is not None
+
+
+def named_jobs(value, what: str) -> list[str]:
+    """The job ids an answer names: a list of ids (ints or strings), as plain data."""
+    if value is None:
+        return []
+    ids = value if type(value) in (list, tuple) else [value]
+    found = [str(i).strip() for i in ids]
+    bad = [i for i in found if not JOB_ID.match(i)]
+    if bad:
+        raise CheckFailed(
+            f"{what}: expected job ids as sbatch --parsable prints them (4217, or 4217_3 for an "
+            f"array task), got {bad[0]!r}"
+        )
+    return found
+
+
+def needs_a_job(exercise_id: str, how: str) -> None:
+    """Where the course ran on this cluster, a run exercise names its job: say how."""
+    if course().required:
+        raise NotAttempted(f"submit your job on the cluster first ({how}), and name its id")
+
+
+def learner_job(job_id: str, exercise_id: str) -> accounting.JobRecord:
+    """Slurm's record of `job_id`, once it is the learner's own job for the course, named by one
+    exercise only; CheckFailed saying why not."""
+    what = f"job {job_id}"
+    claimed = _CLAIMED.get(job_id)
+    if claimed is not None and claimed != exercise_id:
+        raise CheckFailed(
+            f"{what} is already the evidence of exercise {claimed}: a job serves one exercise"
+        )
+    record = accounting.job_record(job_id)
+    mine = course()
+    if record is None:
+        raise CheckFailed(
+            f"{what}: expected Slurm's record of a job of yours, got none (no such job, or "
+            f"another user's job, which Slurm does not show to {mine.login})"
+        )
+    if record.user != mine.login:
+        raise CheckFailed(
+            f"{what}: expected a job submitted by {mine.login}, got one submitted by "
+            f"{record.user}: a job counts for the learner who ran it"
+        )
+    if mine.account and record.account != mine.account:
+        raise CheckFailed(
+            f"{what}: expected a job on the course's account {mine.account}, got account "
+            f"{record.account} (sbatch --account={mine.account})"
+        )
+    if (mine.since and record.submitted < mine.since) or (
+        mine.until and record.submitted > mine.until
+    ):
+        raise CheckFailed(
+            f"{what}: expected a job submitted during the course ({mine.since or '...'} to "
+            f"{mine.until or '...'}), got one submitted {record.submitted}"
+        )
+    _CLAIMED[job_id] = exercise_id
+    return record
+
+
+def allocation(record: accounting.JobRecord) -> str:
+    """'2 nodes x 2 tasks, 8 CPUs' from the job's own line and its largest step."""
+    job = next((s for s in record.steps if not s.is_step), None)
+    steps = [s for s in record.steps if s.is_step and s.job_id.split(".")[-1].isdigit()]
+    tasks = max((s.tasks or 0 for s in steps), default=0)
+    nodes = job.nodes if job else 0
+    cpus = job.alloc_cpus if job else 0
+    gpus = job.alloc_tres.get("gres/gpu") if job else None
+    tasks = tasks or 1
+    shape = f"{nodes} node{'s' * (nodes != 1)} x {tasks} task{'s' * (tasks != 1)}"
+    gpu_text = f", {gpus} GPU{'s' * (gpus != '1')}" if gpus else ""
+    return shape + f", {cpus} CPUs" + gpu_text
+
+
+def note(text: str) -> None:
+    """The evidence the current check rests on, for the gradebook ("sacct 4217: ...", "local
+    run at the judge's seed")."""
+    exercises.note_evidence(text)
+
+
+def sacct_evidence(record: accounting.JobRecord) -> str:
+    runs = f", {len(record.runs)} runs" if len(record.runs) > 1 else ""
+    stored = "script stored" if record.script else "no script stored"
+    return f"sacct {record.job_id}: {allocation(record)}, {record.state}{runs}, {stored}"
