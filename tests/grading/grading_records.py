@@ -99,7 +99,7 @@ class FakeJudge:
         self._here.said = value
 
     @contextlib.contextmanager
-    def __call__(self, seed, limits, lessons=()):
+    def __call__(self, seed, limits, lessons=(), options=()):
         self.seeds.append(seed)
         self.said = {}
         judge = Judge(Path("/nonexistent/judge.sock"), runner_end=None)

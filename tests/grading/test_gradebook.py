@@ -57,6 +57,8 @@ def test_gradebook_csv_has_a_row_per_submission():
         "status": "ok",
         "reason": "",
         "flags": "",
+        "evidence": "",
+        "slurm": "",
         "sandbox": "",
         "seed": "",
     }
