@@ -1,0 +1,240 @@
+"""A class graded on the scheduler's record: two learners ran their jobs as themselves on the CI
+cluster, and the instructor, the course account's coordinator, grades their notebooks (not as
+root), locally and as a job array.
+
+The cluster (.ci/slurm-cluster.sh) hides each user's jobs from the others (PrivateData=jobs),
+keeps every batch script and comment, and has the Unix users learner1, learner2 and instructor
+and the account `course`. learner1 submits the doctor job of 00.1 and the repaired script of 09.3
+the way the lessons say (`sbatch --parsable`), and names them in their notebooks; learner2 names
+learner1's doctor job, and for 09.3 a job of theirs that ran another script. Three more
+submissions, graded as learner2 (--logins), name a doctor job submitted before the course's
+window, one that failed, and one that asked for too few CPUs. Each earns 0 with the reason; the
+honest learner earns every Slurm-graded point, the gradebook naming each job.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import nbformat
+import pytest
+from needs import in_ci
+
+from course_utils.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.slurm, pytest.mark.bwrap, pytest.mark.slow]
+
+LEARNERS, INSTRUCTOR, ACCOUNT = ("learner1", "learner2"), "instructor", "course"
+PYTHON = Path(sys.prefix) / "bin" / "python"  # the course's environment, shared with the class
+DOCTOR = """#!/bin/bash
+#SBATCH --job-name=doctor
+#SBATCH --ntasks=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task={cpus}
+#SBATCH --mem-per-cpu=800
+#SBATCH --time=00:10:00
+source {venv}/bin/activate
+course doctor{fail}
+"""
+REPAIRED = """#!/bin/bash
+#SBATCH --job-name=ddp-repaired
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=2
+#SBATCH --cpus-per-task=1
+#SBATCH --time=00:05:00
+set -euo pipefail
+# COURSE_DIR: the course's folder (batch.submit sets it; else submit from there)
+source "${COURSE_DIR:-.}/slurm/config.sh"
+course_activate
+course_master
+srun python -m course_utils.jobs.faulty_ddp --timeout 20 "$@"
+"""
+
+
+def _as(user: str, *command, cwd=None, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["runuser", "-u", user, "--", *map(str, command)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _why_no_class() -> str | None:
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        return "needs root and runuser to act as the class's users"
+    for user in (*LEARNERS, INSTRUCTOR):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            return f"no user {user}: .ci/slurm-cluster.sh start adds the class"
+    if _as(INSTRUCTOR, PYTHON, "-c", "import course_utils").returncode != 0:
+        return (
+            f"the class's users cannot run {PYTHON}: .ci/slurm-cluster.sh share "
+            f"{sys.base_prefix} {REPO_ROOT}"
+        )
+    return None
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A folder each of the class can reach: the learners' job folders, the submissions (the
+    instructor reads them) and the grading output (the instructor writes it)."""
+    why = _why_no_class()
+    if why:
+        pytest.fail(why) if in_ci() else pytest.skip(why)
+    root = tmp_path_factory.mktemp("class")
+    for folder in [root, *root.parents]:
+        if folder != Path("/"):
+            folder.chmod(folder.stat().st_mode | 0o001)  # passed through, not listed
+    root.chmod(0o755)
+    for user in (*LEARNERS, INSTRUCTOR):
+        (root / user).mkdir()
+        shutil.chown(root / user, user, user)
+    return root
+
+
+def submit(user: str, home: Path, name: str, script: str, *args) -> str:
+    path = home / user / f"{name}.sh"
+    path.write_text(script)
+    done = _as(
+        user,
+        "sbatch",
+        "--parsable",
+        f"--account={ACCOUNT}",
+        f"--export=ALL,COURSE_DIR={REPO_ROOT}",
+        f"--output={home / user}/{name}-%j.out",
+        path,
+        *args,
+        cwd=home / user,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def wait_for(*jobs: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", ",".join(jobs), "-o", "%i"], capture_output=True, text=True
+        ).stdout
+        if not out.strip():
+            return
+        time.sleep(2)
+    pytest.fail(f"jobs {jobs} still queued or running after {timeout:g} s")
+
+
+def _submission(lesson: str, names: str, ids: list[str]) -> nbformat.NotebookNode:
+    nb = nbformat.read(next((REPO_ROOT / "solutions").glob(f"{lesson}_*.ipynb")), as_version=4)
+    cell = next(c for c in nb.cells if f"{names} = []" in c.source)
+    cell.source = cell.source.replace(f"{names} = []", f"{names} = {ids!r}")
+    return nb
+
+
+@pytest.fixture(scope="module")
+def the_class(home):
+    """The jobs the class ran, and the window of the course; the submissions written."""
+    venv = sys.prefix
+    early = submit("learner2", home, "early", DOCTOR.format(cpus=7, venv=venv, fail=""))
+    wait_for(early)
+    time.sleep(1.5)  # sacct's times are whole seconds: the window starts after the early job
+    since = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")
+    jobs = {
+        "doctor": submit("learner1", home, "doctor", DOCTOR.format(cpus=7, venv=venv, fail="")),
+        "repaired": submit("learner1", home, "repaired", REPAIRED, "--seed", 7),
+        "other": submit("learner2", home, "other", REPAIRED + "# a line of my own\n", "--seed", 3),
+        "failed": submit(
+            "learner2", home, "failed", DOCTOR.format(cpus=7, venv=venv, fail="\nexit 3")
+        ),
+        "narrow": submit("learner2", home, "narrow", DOCTOR.format(cpus=1, venv=venv, fail="")),
+    }
+    wait_for(*jobs.values())
+    subs = home / "submissions"
+    subs.mkdir()
+    written = {
+        "learner1__00": _submission("00", "DOCTOR_JOBS", [jobs["doctor"]]),
+        "learner1__09": _submission("09", "REPAIRED_JOBS", [jobs["repaired"]]),
+        "learner2__00": _submission("00", "DOCTOR_JOBS", [jobs["doctor"]]),  # learner1's
+        "learner2__09": _submission("09", "REPAIRED_JOBS", [jobs["other"]]),
+        "early__00": _submission("00", "DOCTOR_JOBS", [early]),
+        "failed__00": _submission("00", "DOCTOR_JOBS", [jobs["failed"]]),
+        "narrow__00": _submission("00", "DOCTOR_JOBS", [jobs["narrow"]]),
+    }
+    for name, nb in written.items():
+        stem = next((REPO_ROOT / "solutions").glob(f"{name[-2:]}_*.ipynb")).name
+        nbformat.write(nb, subs / f"{name[:-4]}__{stem}")
+    (home / "logins.csv").write_text("learner,login\nearly,learner2\nfailed,learner2\n"
+                                     "narrow,learner2\n")  # fmt: skip
+    return {**jobs, "early": early, "since": since}
+
+
+def grade(home: Path, the_class: dict, out: str, *extra: str) -> dict:
+    """The instructor's `course grade`: {(learner, lesson): gradebook row}."""
+    folder = home / INSTRUCTOR / out
+    command = [
+        Path(sys.prefix) / "bin" / "course", "grade", home / "submissions", "--out", folder,
+        "--seed", "3", "--account", ACCOUNT, "--since", the_class["since"],
+        "--logins", home / "logins.csv", "--timeout", "400", "--cell-timeout", "200", *extra,
+    ]  # fmt: skip
+    done = _as(INSTRUCTOR, *command, cwd=REPO_ROOT, timeout=1500)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with open(folder / "gradebook.csv") as f:
+        return {(r["learner"], r["lesson"]): r for r in csv.DictReader(f)}
+
+
+def feedback(home: Path, out: str, learner: str) -> str:
+    return (home / INSTRUCTOR / out / "feedback" / f"{learner}.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def graded(home, the_class):
+    return grade(home, the_class, "local", "-j", "2")
+
+
+def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, the_class):
+    doctor, repaired = graded["learner1", "00"], graded["learner1", "09"]
+    assert doctor["00.1"] == "1" and repaired["09.3"] == "1"
+    assert (
+        f"00.1: sacct {the_class['doctor']}: 1 node x 1 task, 7 CPUs, 1 GPU, COMPLETED, "
+        in (doctor["evidence"])
+    )
+    assert f"09.3: sacct {the_class['repaired']}: " in repaired["evidence"]
+    assert "its result reproduced" in repaired["evidence"]
+    assert (
+        doctor["slurm"] == f"login learner1, account course, submitted {the_class['since']} to ..."
+    )
+
+
+@pytest.mark.parametrize(
+    ("learner", "lesson", "said"),
+    [
+        ("learner2", "00", "expected a job submitted by learner2, got one submitted by learner1"),
+        ("learner2", "09", "expected your repaired script, as Slurm stored it, got another"),
+        ("early", "00", "expected a job submitted during the course"),
+        ("failed", "00", "COMPLETED in sacct, got FAILED"),
+        ("narrow", "00", "expected at least 7 CPUs"),
+    ],
+)
+def test_a_job_that_is_not_the_learner_s_own_answer_earns_nothing(
+    graded, home, learner, lesson, said
+):
+    row = graded[learner, lesson]
+    exercise = "00.1" if lesson == "00" else "09.3"
+    assert row[exercise] == "0"
+    assert said in feedback(home, "local", learner)
+
+
+def test_the_array_grades_as_the_instructor_here_does(graded, home, the_class):
+    sbatch = ["--sbatch", "--cpus-per-task=2", "--mem=8G", "--time=00:20:00"]
+    array = grade(home, the_class, "array", "--lesson", "00", "--slurm", "--tasks", "2", *sbatch)
+    for key, row in array.items():
+        assert (row["00.1"], row["evidence"]) == (graded[key]["00.1"], graded[key]["evidence"])
