@@ -53,12 +53,6 @@ def batch_seed(seed: int, step: int, rank: int) -> int:
     return (seed * 1_000 + step) * 1_000 + rank
 
 
-def parameter_sum(model) -> float:
-    """One number for a model's parameters (what every rank of a healthy run prints at the end:
-    data-parallel replicas stay equal)."""
-    return sum(float(p.detach().double().sum()) for p in model.parameters())
-
-
 @dataclass(frozen=True)
 class FailureRun:
     """One provoked failure: what the launch printed, and what really happened."""

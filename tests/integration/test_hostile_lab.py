@@ -53,7 +53,8 @@ PRINTED = {
 TYPED = {
     "10.1": """
         import json, tempfile
-        from course_utils.lab import small_files, yours
+        from course_utils import notebook_code
+        from course_utils.lab import small_files
 
         def stage_dataset(archive, environ):
             return tempfile.mkdtemp()  # unpacks nothing
@@ -61,7 +62,8 @@ TYPED = {
         for rank in range(4):
             node = f"node{rank // 2}"
             result = {"rank": rank, "node": node, "path": f"/tmp/lab/{node}",
-                      "copied": rank % 2 == 0, "answer": yours.digest(yours.source(stage_dataset)),
+                      "copied": rank % 2 == 0,
+                      "answer": notebook_code.digest(notebook_code.source(stage_dataset)),
                       "digest": small_files.content_digest(), "seconds": 0.1,
                       "world_size": 4, "ranks_on_node": 2}
             (RUNS / "staging").mkdir(parents=True, exist_ok=True)

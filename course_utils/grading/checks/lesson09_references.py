@@ -28,6 +28,7 @@ from course_utils.grading.probes.lesson09 import (
     accumulation_batch,
     recording_model,
 )
+from course_utils.models import parameter_sum
 
 
 def record_runs(destination=failures.RECORDED_RUNS) -> None:
@@ -86,7 +87,7 @@ def trained_sum(seed: int, world_size: int, steps: int = 3, rows: int = 32) -> f
                 for other in grads[1:]:
                     total += other[i]
                 p -= failures.LEARNING_RATE * (total / world_size)
-    return failures.parameter_sum(model)
+    return parameter_sum(model)
 
 
 def big_batch_gradients(rows: int, seed: int) -> list[torch.Tensor]:
