@@ -325,7 +325,7 @@ def _rank_main(fn, rank, world_size, port, timeout, env, conn) -> None:
         dist.barrier()
         conn.send(("ok", result))
     except BaseException as e:  # reported to the parent, which raises
-        from course_utils import flight_recorder  # the record of a rank that failed
+        from course_utils.failing import flight_recorder  # the record of a rank that failed
 
         flight_recorder.dump_flight_record(rank)
         conn.send(("error", type(e).__name__, str(e)))

@@ -26,7 +26,8 @@ import random
 
 import torch
 
-from course_utils import failures, memory, sbatch
+from course_utils import sbatch
+from course_utils.failing import failures, memory
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
