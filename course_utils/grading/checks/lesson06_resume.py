@@ -19,7 +19,7 @@ import tempfile
 import torch
 
 from course_utils import checkpoint as ck
-from course_utils import resumable
+from course_utils.fault_tolerance import resumable
 from course_utils.grading import CheckFailed, NotAttempted, call_answer, exercise, expect, outside
 from course_utils.grading.checks.lesson06 import weights
 from course_utils.models import TinyNet, parameter_hash

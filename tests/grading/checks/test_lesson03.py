@@ -1,9 +1,9 @@
 """Each lesson-03 checker passes the reference answer, fails a known-wrong one, spots a stub.
 
-03.1, 03.2 and 03.3 are verified against course_utils.async_model (a simulated device with its
-log, a simulated training step and a recording stand-in for torch.cuda); test_async_model.py
-tests that model, and the gpu-marked test below runs the reference answers on a real GPU. 03.4
-profiles a real training step on this CPU and reads the trace it exported.
+03.1, 03.2 and 03.3 are verified against course_utils.async_gpu.async_model (a simulated device
+with its log, a simulated training step and a recording stand-in for torch.cuda);
+test_async_model.py tests that model, and the gpu-marked test below runs the reference answers on
+a real GPU. 03.4 profiles a real training step on this CPU and reads the trace it exported.
 """
 
 import functools

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from course_utils.checkpoint import unwrap_model
+from course_utils.fault_tolerance.resumable import EX_TEMPFAIL, Config, record, train
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson06_resume
 from course_utils.grading.checks.lesson06_resume import final_hash, uninterrupted
 from course_utils.grading.grader.plan import review_flags
 from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.resumable import EX_TEMPFAIL, Config, record, train
 
 
 def stub(*args):
