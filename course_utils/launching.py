@@ -7,8 +7,8 @@
 
 All three speak one vocabulary: a rank is a `Task` (a module, its arguments, the environment it
 finds), rank 0 listens on a `free_port()` of 127.0.0.1, and what a launch returns says how it
-ended with `processes.exit_description`. A Slurm submission (lesson 10's `lab.cluster.submit`)
-builds the same tasks' variables from the job instead.
+ended with `processes.exit_description`. A Slurm submission (`batch.submit`) builds the same
+tasks' variables from the job instead.
 
 `launch` runs `python -m MODULE` under `torchrun --standalone` (or alone), through
 `processes.run` (a session of its own, a time limit, the whole tree ended), in the environment of

@@ -6,6 +6,7 @@ grader imports the runner, never the reverse (tests/test_layout.py).
     plan.py         the grading plan: the release with the learner's exercise cells, by id
     verdicts.py     the rules that give points: check outputs compared, each exercise judged,
                     the submission's status
+    flags.py        review flags: what in an exercise cell an instructor may want to read
     pipeline.py     one submission through all of it (`grade_notebook`), many (`grade_all`)
     gradebook.py    the gradebook CSV, feedback, JUnit report, the terminal's table
     command.py      `course grade`: its options checked, then grading, then the files
