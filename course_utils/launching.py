@@ -16,7 +16,7 @@ a local launch (`ranks.local_launch_environ`: a kernel inside a Slurm job does n
 variables on). torchrun writes each rank's stdout and stderr to a log folder of its own and tees
 them to the console with a `[default<rank>]:` prefix; the lines are shown and returned without
 the prefix, and each rank's own text is kept for the error (`rank_logs.failure_cause`). Taught in
-lesson 05; `course_utils.distributed` names it too, as DESIGN.md lists it there.
+lesson 05; `distributed.launch` names it too, one of the course's published names there.
 
 `run_programs` starts each rank from multiprocessing's fork server, which has imported torch once
 (lesson 10's local route): on a 2-core laptop a rank started with `python -m` spends about 3 s

@@ -246,8 +246,8 @@ def test_every_helper_names_the_lesson_that_teaches_it():
     assert named == [], f"{named} name their lesson now: take them off LESSON_NOT_NAMED"
 
 
-# What DESIGN.md lists under a module that does not define it: importable there too, each still
-# defined once. Every other name is imported from the module that defines it.
+# The course's published names under a module that does not define them (docs/conventions.md):
+# importable there too, each still defined once. Every other name is imported from its module.
 SECOND_NAMES = {
     "distributed.py": {"DistEnv", "expand_hostlist", "launch"},
     "data.py": {"SyntheticCIFAR10"},

@@ -1,4 +1,4 @@
-"""Lesson 06 graded in the sandbox against submissions that forge the evidence (issue 30): a run's
+"""Lesson 06 graded in the sandbox against submissions that forge the evidence: a run's
 history typed in by hand, with settings that make a reference trivial, and a pass line printed;
 a training run in the kernel, stopped by a real SIGUSR1, its "stopped" record written through
 the package's own writer; a rename that moves nothing but is the rename a check could look for

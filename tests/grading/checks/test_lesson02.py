@@ -88,7 +88,8 @@ def test_thread_rates_without_running_the_step_are_not_attempted():
 
 
 def test_thread_rates_at_the_end_points_of_32_cpus_fail():
-    """Issue 32: `{1: x, 32: y}` passed on a 32-CPU node. An allocation of 32 injected."""
+    """Rates at the end points alone (`{1: x, 32: y}`) once passed on a 32-CPU node: the counts
+    between are part of the answer. An allocation of 32 injected."""
     ends = run_check("02.2", partial(thread_rates, counts=[1, 32]), cpus=32)
     assert ends.verdict == "failed"
     assert ends.message == (
@@ -211,7 +212,8 @@ def test_loader_rates_stub_or_without_reading_is_not_attempted():
 
 
 def test_loader_rates_at_the_end_points_of_32_cpus_fail():
-    """Issue 32: `{0: x, 32: y}` passed on a 32-CPU node. An allocation of 32 injected."""
+    """Rates at the end points alone (`{0: x, 32: y}`) once passed on a 32-CPU node: the counts
+    between are part of the answer. An allocation of 32 injected."""
     ends = run_check("02.3", partial(main_process_only, counts=[0, 32]), cpus=32)
     assert ends.message == (
         "loader_rates on an allocation of 32 CPU(s): expected worker counts "

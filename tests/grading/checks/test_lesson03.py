@@ -106,7 +106,9 @@ def side_stream_sum(A, s, cuda=torch.cuda):
     return side_stream_reduce(A, s, cuda)
 
 
-def side_stream_sum_without_b_record(A, s, cuda=torch.cuda):  # the answer before issue 22
+# The course's own earlier answer: it recorded A's use on the side stream, not the default
+# stream's use of B, whose memory the side stream's allocator may then hand out again.
+def side_stream_sum_without_b_record(A, s, cuda=torch.cuda):
     s.wait_stream(cuda.current_stream())
     with cuda.stream(s):
         B = torch.sum(A)

@@ -285,8 +285,8 @@ def _refused(history, pid=None, seed=SEED, steps=STEPS) -> str:
 
 
 def test_records_with_other_settings_than_the_checks_fail(tmp_path):
-    """Issue 30: a history typed in with settings that make the reference trivial; the check's
-    own draw decides the settings."""
+    """Forged evidence: a history typed in with settings that make the reference trivial; the
+    check's own draw decides the settings."""
     in_the_kernel(tmp_path, 0, 6)
     message = _refused(_history(tmp_path, pids=(101, 101, 202, 202)))
     assert message.startswith(
