@@ -8,7 +8,10 @@ process, so it cannot ask git); a notebook's stored outputs count too. A public 
 (`aws/aws-ofi-nccl#715`) is a citation a reader can follow, and is allowed.
 """
 
+import functools
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -30,14 +33,15 @@ def _ignored(part: str) -> bool:
     return part in IGNORED or part.startswith(".venv") or part.endswith(".egg-info")
 
 
+@functools.cache
 def _text_files() -> list:
     found = []
-    for path in REPO_ROOT.rglob("*"):
-        relative = path.relative_to(REPO_ROOT)
-        if any(_ignored(part) for part in relative.parts) or not path.is_file():
-            continue
-        if path.suffix in TEXT or path.name == "Makefile":
-            found.append(path)
+    for folder, subfolders, files in os.walk(REPO_ROOT):
+        subfolders[:] = [d for d in subfolders if not _ignored(d)]  # never walk into .venv
+        for name in files:
+            path = Path(folder) / name
+            if path.suffix in TEXT or name == "Makefile":
+                found.append(path)
     return sorted(found)
 
 

@@ -11,6 +11,7 @@ machinery, a program two lessons run) is shared. Tests are not users.
 """
 
 import ast
+import functools
 import json
 import re
 
@@ -60,6 +61,7 @@ def _imported(source: str) -> set[str]:
     return {name for name in found if name in MODULES}
 
 
+@functools.cache
 def _users() -> dict[str, set[str]]:
     """{user: the course_utils modules it imports}: modules, benchmarks, notebooks ("09")."""
     users = {name: _imported(source) for name, source in MODULES.items()}
@@ -72,6 +74,7 @@ def _users() -> dict[str, set[str]]:
     return users
 
 
+@functools.cache
 def _rows() -> dict[str, str]:
     """{lesson: its row of README's map, as text}."""
     return {
@@ -97,6 +100,7 @@ def _lesson_of(user: str, rows: dict[str, str]) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
+@functools.cache
 def _packages() -> dict[str, str]:
     """{package: its lesson}: the one row of README's map that names it as `package/*`."""
     rows = _rows()
