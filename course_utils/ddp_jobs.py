@@ -25,6 +25,7 @@ import torch
 
 from course_utils import notebook_code, nvidia, paths
 from course_utils.device import plan_device
+from course_utils.files import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def write_job(header: str, train_ddp, folder: str | os.PathLike, seed: int) -> s
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "05.3-job.sh"
-    script.write_text(job_script(header))
+    atomic_write_text(script, job_script(header))
     answer = answer_module(train_ddp, folder)
     program = f"-m course_utils.jobs.ddp_exercise --answer {answer} --seed {seed}"
     return f"sbatch --parsable {script} {program}"

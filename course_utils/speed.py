@@ -12,9 +12,9 @@ cannot run here (pinned memory without a GPU) are skipped with the reason. `comp
 two Recipes side by side; `results_table` and `plot_steps` show the steps; `bottleneck`
 (exercise 08.2's reference answer) says whether loading or computing limits a job.
 
-The harness and its neighbours keep their names here, as lesson 08 uses them (`speed.measure`,
-`speed.NAIVE`, ...): the Recipe and its measurement live in `course_utils.throughput`, the malloc
-setting in `course_utils.hpc`, the line profiler in `course_utils.profiling`.
+Its neighbours, which lesson 08 calls by their own names: the Recipe and its measurement in
+`course_utils.throughput` (`throughput.NAIVE`, `throughput.measure`), the malloc setting in
+`course_utils.hpc` (`hpc.steady_allocator`), the line profiler in `course_utils.profiling`.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils import distributed, failures, flight_recorder, witness
+from course_utils import distributed, witness
+from course_utils.failing import failures, flight_recorder
 from course_utils.files import atomic_write_text
 from course_utils.job_config import option, parse, parser, shared
 from course_utils.models import parameter_sum

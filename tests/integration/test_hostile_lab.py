@@ -1,6 +1,6 @@
-"""Hostile submissions of lesson 10, graded in the sandbox as `course grade` grades them: the
-forged evidence issue 30 names, for the lab's "run" exercises. None may earn a point without a
-flag (the solution's 4/4 is tests/integration/test_grader_lab.py's).
+"""Hostile submissions of lesson 10, graded in the sandbox as `course grade` grades them: the forged
+evidence a learner's kernel can produce, for the lab's "run" exercises. None may earn a point
+without a flag (the solution's 4/4 is tests/integration/test_grader_lab.py's).
 
 - printed lines: every exercise left a stub, the cells print what the runs and the checks would
   print ("record 2x2: ...", "[10.2] passed: ..."), and the script's ranks print the usage line

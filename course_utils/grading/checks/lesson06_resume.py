@@ -20,7 +20,8 @@ import tempfile
 import torch
 
 from course_utils import checkpoint as ck
-from course_utils import resumable, witness
+from course_utils import witness
+from course_utils.fault_tolerance import resumable
 from course_utils.grading import CheckFailed, NotAttempted, call_answer, exercise, expect, outside
 from course_utils.grading.checks import slurm_record
 from course_utils.grading.checks.lesson06 import weights

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import accounting, failures, job_memory, memory, paths, sbatch, witness
+from course_utils import accounting, paths, sbatch, witness
+from course_utils.failing import failures, job_memory, memory
 from course_utils.files import atomic_write_text
 from course_utils.grading import CheckFailed, expect
 from course_utils.grading.checks import slurm_record

@@ -6,7 +6,8 @@ class's jobs)."""
 import pytest
 from lesson05_answers import ddp_header
 
-from course_utils import accounting, ddp_jobs, failures
+from course_utils import accounting, ddp_jobs
+from course_utils.failing import failures
 from course_utils.grading import run_check
 from course_utils.grading.checks import lesson05, lesson06_resume, lesson09_references, slurm_record
 

@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 
 from course_utils import distributed, rank_logs, sbatch
+from course_utils.failing.stacks import stacks_of_stuck_ranks
 from course_utils.files import atomic_write_text
 from course_utils.paths import REFERENCE_DIR
-from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
 CAUSES = {
