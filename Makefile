@@ -274,3 +274,19 @@ site: $(SITE_STAMP) $(MATHJAX)/tex-chtml.js
 	$(BIN)/python -m course_utils.tooling.site --out $(SITE_BUILD)/src --mathjax $(MATHJAX)
 	$(BIN)/sphinx-build -q -W --keep-going -c site -d $(SITE_BUILD)/doctrees \
 		$(SITE_BUILD)/src $(SITE_BUILD)/html
+
+# --- The course in a container: `make container` (README, "On a cluster"; lesson 00) ------------
+# container/build.sh builds the image without a registry, as root (mmdebstrap, squashfs-tools):
+# Debian 12 from Debian's archive, the lock's wheels fetched by this machine's pip, the course in
+# /opt/course. It writes build/container/course.tar and course.sqfs, and packages.txt, the list of
+# the packages they hold (printed too). Each run builds the image afresh and keeps the wheels.
+# The lock is requirements.txt resolved for the image's Python (Debian 12's 3.11.2): run
+# `make container-lock` after changing requirements.txt (tests/test_container_files.py checks).
+CONTAINER := build/container
+.PHONY: container container-lock
+
+container:
+	PYTHON=$(PYTHON) container/build.sh build $(CONTAINER)
+
+container-lock:
+	PYTHON=$(PYTHON) container/build.sh lock
