@@ -58,6 +58,7 @@ def test_report_covers_every_topic(commands):
         "data",
         "jupyter kernel",
         "widgets",
+        "container",
         "slurm job",
         "job cpus",
         "job gpus",

@@ -8,5 +8,6 @@ lesson 00, lesson 07's checker and the `course` command use.
     slurm.py     the Slurm job this process is in, and what would break a launch from here
     runtime.py   CPU threads, precision flags, distributed backends, data
     jupyter.py   the course kernel, and the widget extension of the server that started it
+    container.py the container image this runs in, its runtime, and the GPU driver inside it
 Nothing is imported here: import a name from the module that defines it.
 """
