@@ -206,3 +206,22 @@ def test_batch_scripts_start_each_task_with_the_template_s_words(tmp_path, image
         runtime, image, task, [(str(tmp_path), containers.WORK)], containers.WORK
     )
     assert done.stdout.splitlines() == expected
+
+
+@pytest.mark.shellcheck
+def test_the_build_script_and_the_ngc_definition_s_scripts_pass_shellcheck(tmp_path):
+    """container/build.sh, and %post and %test of container/ngc.def as the sh scripts Apptainer
+    runs them as (Apptainer itself is not installed here)."""
+    sections, current = {}, None
+    for line in (REPO / "container" / "ngc.def").read_text().splitlines():
+        if line.startswith("%"):
+            current = line[1:].split()[0]
+            sections[current] = ["#!/bin/sh"]
+        elif current:
+            sections[current].append(line)
+    paths = [str(REPO / "container" / "build.sh")]
+    for name in ("post", "test"):
+        paths.append(str(tmp_path / f"ngc-{name}.sh"))
+        (tmp_path / f"ngc-{name}.sh").write_text("\n".join(sections[name]) + "\n")
+    done = subprocess.run(["shellcheck", *paths], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
