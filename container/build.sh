@@ -70,12 +70,23 @@ for name, version in sorted(
 }
 
 wheels() {  # the lock's wheels, fetched by the host's pip with its own configuration
+    # Kept between builds with the lock they were fetched for: pip would read all 3 GB again.
+    if cmp -s "$LOCK" "$out/wheels/requirements.lock"; then return; fi
     "$PYTHON" -m pip download --quiet --no-deps "${WHEEL_TARGET[@]}" -d "$out/wheels" -r "$LOCK"
+    cp "$LOCK" "$out/wheels/requirements.lock"
 }
 
 debian() {
     rm -rf "$rootfs"
-    mmdebstrap --quiet --variant=apt --include="$DEBIAN_PACKAGES" "$SUITE" "$rootfs" "${MIRRORS[@]}"
+    # Debian's packages are kept between builds in OUT/debs (mmdebstrap's own recipe for a cache:
+    # apt then downloads only what changed in the archive).
+    mkdir -p "$out/debs"
+    # shellcheck disable=SC2016  # "$1" is mmdebstrap's: the hooks' own argument, the chroot
+    mmdebstrap --quiet --variant=apt --include="$DEBIAN_PACKAGES" --skip=essential/unlink \
+        --setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
+        --setup-hook="sync-in $out/debs /var/cache/apt/archives/" \
+        --customize-hook="sync-out /var/cache/apt/archives $out/debs" \
+        "$SUITE" "$rootfs" "${MIRRORS[@]}"
     local found
     found=$(chroot "$rootfs" python3 -c 'import platform; print(platform.python_version())')
     if [ "$found" != "$IMAGE_PYTHON" ]; then
@@ -96,7 +107,13 @@ python_packages() {
     # serves the course alone, and pip installs into /usr/local, beside Debian's, not over them.
     local pip=(python3 -m pip install --quiet --no-cache-dir --root-user-action=ignore
         --break-system-packages --no-index --find-links /tmp/wheels --no-deps)
-    in_image "${pip[@]}" -r /tmp/requirements.lock
+    # pip compiles each module as it installs, on one core; compileall uses every core after it.
+    # The bytecode must be in the image: a read-only image cannot cache it at import.
+    step "pip: unpack" in_image "${pip[@]}" --no-compile -r /tmp/requirements.lock
+    # As pip does, a module this Python cannot compile stays source only (torch ships a few for
+    # Python 3.12): quiet=2 and no exit status for them.
+    step "pip: bytecode" in_image python3 -c \
+        "import compileall; compileall.compile_dir('$SITE', quiet=2, workers=0)"
     rm -rf "$rootfs/tmp/wheels" "$rootfs/tmp/requirements.lock"
     in_image python3 -m pip check
 }
@@ -146,6 +163,7 @@ build() {
     step "the course" course
     installed | sort >"$out/packages.txt"
     step "tarball and SquashFS" pack
+    rm -rf "$rootfs"  # the tarball holds the same tree (6.5 GB of disk kept free)
     echo "container: the image's packages:"
     cat "$out/packages.txt"
     echo "container: $(grep -c '^deb ' "$out/packages.txt") Debian and" \
