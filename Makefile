@@ -100,10 +100,10 @@ test-integration: setup
 # Slurm route has tests of its own (tests/integration/test_lab_slurm.py).
 LAB_LOCAL := COURSE_LAUNCHER=local
 
-# Every check goes through a judge, as in `course grade` (grading/judge_plugin.py): the solutions
+# Every check goes through a judge, as in `course grade` (grading/judge/plugin.py): the solutions
 # must earn every point, held-out cases included; the student versions none.
-JUDGE_PASS := -p course_utils.grading.judge_plugin --course-judge=pass
-JUDGE_NONE := -p course_utils.grading.judge_plugin --course-judge=none
+JUDGE_PASS := -p course_utils.grading.judge.plugin --course-judge=pass
+JUDGE_NONE := -p course_utils.grading.judge.plugin --course-judge=none
 
 test-solutions: setup
 	$(LAB_LOCAL) $(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) $(JUDGE_PASS) \

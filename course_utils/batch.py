@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -31,10 +32,9 @@ from pathlib import Path
 from course_utils import accounting, launching, processes
 from course_utils.files import atomic_write_text
 from course_utils.paths import REPO_ROOT
-from course_utils.ranks import local_launch_environ
+from course_utils.ranks import NODE_VARIABLE, local_launch_environ
 
 LAUNCHER_VARIABLE = "COURSE_LAUNCHER"  # "slurm" or "local": chosen, not probed
-NODE_VARIABLE = "COURSE_NODE"  # the emulated node of a local rank (several nodes on one machine)
 JOB_VARIABLE = "COURSE_JOB"  # a local run's stand-in for SLURM_JOB_ID: a new run, a new id
 POLL = 2.0  # seconds between two looks at the queue (the test cluster schedules every 2 s)
 WAITING = ("PENDING", "CONFIGURING", "REQUEUED", "RESV_DEL_HOLD", "REQUEUE_HOLD", "SUSPENDED")
@@ -81,6 +81,21 @@ def find_launcher(environ=None) -> Launcher:
         except OSError as e:  # sinfo missing beside sbatch
             says = str(e)
     return choose_launcher(override, sbatch, ok, says)
+
+
+SITE_CONFIG = REPO_ROOT / "slurm" / "config.sh"  # the course's site settings: one file to edit
+
+
+def site_partition(environ=None, config: Path = SITE_CONFIG) -> str:
+    """The partition the course's jobs go to: COURSE_PARTITION from the environment, else the
+    default slurm/config.sh gives it (`COURSE_PARTITION=${COURSE_PARTITION:-gpu}`); "" where
+    neither names one (the cluster's default partition, often CPU-only)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("COURSE_PARTITION"):
+        return environ["COURSE_PARTITION"]
+    text = config.read_text() if config.is_file() else ""
+    m = re.search(r"^COURSE_PARTITION=\$\{COURSE_PARTITION:-([^}]*)\}", text, re.MULTILINE)
+    return m[1].strip().strip("'\"") if m else ""
 
 
 @dataclass(frozen=True)

@@ -97,8 +97,9 @@ def cmd_cpp(args) -> int:
 
 
 def cmd_release(args) -> int:
+    from course_utils.grading.notebooks import ReleaseError
     from course_utils.paths import repo_dir
-    from course_utils.tooling.release import ReleaseError, release
+    from course_utils.tooling.release import release
 
     solutions = Path(args.solutions) if args.solutions else repo_dir("solutions")
     notebooks = Path(args.notebooks) if args.notebooks else repo_dir("notebooks")

@@ -18,14 +18,20 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from course_utils import processes
 from course_utils.files import atomic_write, exclusive_lock
 from course_utils.hpc import allocated_cpus
 from course_utils.paths import REPO_ROOT, build_root, shown
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported by the functions that use it: `course grade` reads where the C++ sources
+# and programs are (to show them to a sandboxed run) and must not pay seconds of torch's import.
 
 PROGRAMS = ("cuda_check", "aoti_run", "ts_run")
 TENSOR_MAGIC = "course-tensor"
@@ -54,6 +60,8 @@ def cpp_source_dir() -> Path:
 
 def write_tensor(path: str | os.PathLike, tensor: torch.Tensor) -> Path:
     """Write a float32 tensor file: a header line, then raw little-endian values (C order)."""
+    import torch
+
     t = tensor.detach().to("cpu", torch.float32).contiguous()
     header = " ".join([TENSOR_MAGIC, "float32", str(t.dim()), *map(str, t.shape)]) + "\n"
     values = t.numpy().astype("<f4", copy=False).tobytes()
@@ -62,6 +70,8 @@ def write_tensor(path: str | os.PathLike, tensor: torch.Tensor) -> Path:
 
 def read_tensor(path: str | os.PathLike) -> torch.Tensor:
     """Read a tensor file written by `write_tensor` or by a C++ program."""
+    import torch
+
     with open(path, "rb") as f:
         header = f.readline().decode(errors="replace").split()
         data = f.read()
@@ -133,6 +143,8 @@ def policy_floor(version: str) -> list[str]:
 
 def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False) -> list[str]:
     """The cmake command that configures `source` in `folder` against this PyTorch's LibTorch."""
+    import torch
+
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     return [
         "cmake",
@@ -149,6 +161,8 @@ def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False
 
 
 def _configure(source: Path, folder: Path, use_cuda_toolkit: bool) -> None:
+    import torch
+
     cache = folder / "CMakeCache.txt"
     prefix = torch.utils.cmake_prefix_path
     if cache.is_file() and f"CMAKE_PREFIX_PATH:UNINITIALIZED={prefix}\n" in cache.read_text():
@@ -313,6 +327,8 @@ def median_ms(fn, *args, warmup: int = 5, repeat: int = 50, threads: int | None 
     Timing Python this way and C++ that way times them alike. `threads`: torch's intra-op
     threads meanwhile (as the programs' --threads), restored after. CPU work only: nothing here
     waits for a GPU."""
+    import torch
+
     if repeat < 1 or warmup < 0:
         raise ValueError(f"repeat={repeat} must be >= 1 and warmup={warmup} >= 0")
     saved = torch.get_num_threads()
@@ -343,6 +359,8 @@ def time_ratio(a: list[float], b: list[float]) -> tuple[float, bool]:
 
 def cuda_check(program: str | os.PathLike, seed: int = 0) -> dict:
     """Run cuda_check: whether LibTorch sees CUDA, the device, and its random tensor."""
+    import torch
+
     fields = parse_fields(run_program(program, seed))
     values = [float(v) for v in fields["tensor"].split()]
     return {

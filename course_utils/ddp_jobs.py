@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from course_utils import nvidia
+from course_utils.device import plan_device
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,7 @@ class DdpJob:
     gpus_per_rank: int  # 0: a CPU job
     cpus_per_rank: int  # on a GPU node, the cores sold with each GPU
     mem_gb_per_rank: int  # on a GPU node, the memory sold with each GPU
-    minutes: int  # the time limit
-    warning_s: int  # USR1 to the batch shell this long before the limit (lesson 06's trap)
+    minutes: int  # the time limit (no warning signal: slurm/ddp_srun.sh traps none)
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
@@ -49,7 +49,6 @@ GPU_JOB = DdpJob(
     cpus_per_rank=12,
     mem_gb_per_rank=120,
     minutes=120,
-    warning_s=300,
 )
 # The same job as the course's CI cluster (2 nodes on one 2-core machine) or a laptop runs it.
 CPU_JOB = DdpJob(
@@ -59,7 +58,6 @@ CPU_JOB = DdpJob(
     cpus_per_rank=1,
     mem_gb_per_rank=2,
     minutes=10,
-    warning_s=60,
 )
 
 
@@ -76,7 +74,9 @@ class Route:
 
 def route(ranks: int, gpus: int, modes: Sequence[str] = (), held_by_others: int = 0) -> Route:
     """Where `ranks` ranks of one node run, given the `gpus` this process sees, the compute
-    modes nvidia-smi reports for the node's GPUs, and how many GPUs other processes hold."""
+    modes nvidia-smi reports for the node's GPUs, and how many GPUs other processes hold: the
+    course's one device rule (`device.plan_device`), and a GPU another process holds under
+    exclusive-process mode, which no rank can then use."""
     if ranks < 1 or gpus < 0 or held_by_others < 0:
         raise ValueError(f"ranks={ranks} must be >= 1, gpus={gpus} and held={held_by_others} >= 0")
     if gpus == 0:
@@ -88,15 +88,11 @@ def route(ranks: int, gpus: int, modes: Sequence[str] = (), held_by_others: int 
             "the GPU is in exclusive-process mode and another process holds it (a kernel of an "
             "earlier lesson? shut it down): the ranks run on the CPU (gloo)",
         )
-    if ranks <= gpus:
+    plan = plan_device(0, ranks, gpus=gpus, exclusive=exclusive)
+    if plan.device.type == "cpu":
+        return Route("cpu", plan.note)
+    if plan.backend == "nccl":
         return Route(None, f"one GPU per rank ({ranks} of {gpus}): nccl")
-    if exclusive:
-        return Route(
-            "cpu",
-            f"{ranks} ranks would share {gpus} GPU(s), and exclusive-process mode lets one "
-            "process at a time use a GPU (the second fails: CUDA-capable device(s) is/are busy "
-            "or unavailable): the ranks run on the CPU (gloo)",
-        )
     return Route(None, f"{ranks} ranks share {gpus} GPU(s): gloo (NCCL refuses a shared GPU)")
 
 

@@ -13,6 +13,7 @@ Taught in lesson 05.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -23,7 +24,15 @@ import torch
 import torch.distributed as dist
 
 from course_utils import launching
-from course_utils.device import DevicePlan, gpu_count, local_plan
+from course_utils.device import ENV as DEVICE_VARIABLE
+from course_utils.device import (
+    DevicePlan,
+    TaskView,
+    gpu_count,
+    local_plan,
+    plan_device,
+    this_task,
+)
 
 # DESIGN.md lists these under this module; each is defined once, where the docstring says.
 from course_utils.launching import launch  # noqa: F401, E402
@@ -31,28 +40,61 @@ from course_utils.ranks import (
     DistEnv,
     batch_script_warning,
     expand_hostlist,  # noqa: F401, E402
+    node_name,
 )
 
 
 def choose_backend(local_world_size: int, gpu_count: int) -> str:
-    """The backend: "nccl" only when every local rank has a GPU of its own, else "gloo".
+    """The backend of a node whose `local_world_size` ranks all see the same `gpu_count` GPUs
+    (torchrun's workers, `--gpus-per-node`; gpu_count=0 for a job on the CPU): "nccl" only
+    when every local rank has a GPU of its own, else "gloo". The device rule's answer for counts
+    alone (`device.plan_device`); under Slurm's per-task binding counts do not tell, and
+    `init_process_group` decides from what every task sees (`device.plan_ranks`).
 
     NCCL refuses two ranks on one GPU ("Duplicate GPU detected"); gloo all-reduces CPU tensors
     and CUDA tensors alike, which is how the cluster documentation runs several DDP replicas on
-    one GPU ("NCCL does not work on a single GPU"). Pass gpu_count=0 for a job on the CPU.
+    one GPU ("NCCL does not work on a single GPU").
     """
     if local_world_size < 1 or gpu_count < 0:
         raise ValueError(
             f"local_world_size={local_world_size} must be >= 1 and gpu_count={gpu_count} >= 0"
         )
-    return "nccl" if gpu_count >= local_world_size else "gloo"
+    return plan_device(0, local_world_size, gpus=gpu_count).backend
 
 
 def backend_for(plan: DevicePlan) -> str:
-    """The backend a rank's device plan implies: "nccl" for a GPU of its own, else "gloo" (the
-    CPU, or a GPU shared with other local ranks, for example when COURSE_DEVICE=cuda:0 puts
-    every rank of a 2-GPU node on cuda:0). For counts alone this is `choose_backend`."""
-    return "nccl" if plan.device.type == "cuda" and not plan.shares_gpu else "gloo"
+    """The backend a rank's device plan decided (the same on every rank of the job): "nccl" for
+    a GPU of its own that the node's other ranks can reach, else "gloo"."""
+    return plan.backend
+
+
+VIEW_KEY = "course/task-view"  # where each rank leaves what it sees in the job's store
+
+
+def _join_store(env: DistEnv, timeout: float):
+    """The job's key-value store, as init_method="env://" finds it: torchrun's agent's, else
+    the one rank 0 serves at MASTER_ADDR:MASTER_PORT."""
+    wait = timedelta(seconds=timeout)
+    store, _, _ = next(dist.rendezvous("env://", env.rank, env.world_size, timeout=wait))
+    store.set_timeout(wait)
+    return store
+
+
+def _this_task(env: DistEnv) -> TaskView:
+    return this_task(node_name(), env.local_rank, os.environ.get(DEVICE_VARIABLE) != "cpu")
+
+
+def gathered_views(store, env: DistEnv, mine: TaskView) -> list[TaskView]:
+    """Every rank's view, in rank order: each leaves its own in the store and reads the others'
+    (a read waits until that rank has written). Keys carry the restart count, so a job that
+    torchrun restarts never reads the last attempt's views."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT") or os.environ.get(
+        "SLURM_RESTART_COUNT", "0"
+    )
+    key = f"{VIEW_KEY}/{attempt}"
+    store.set(f"{key}/{env.rank}", json.dumps(mine.as_dict()))
+    found = [json.loads(store.get(f"{key}/{r}")) for r in range(env.world_size)]
+    return [TaskView.from_dict(v) for v in found]
 
 
 @dataclass(frozen=True)
@@ -127,26 +169,19 @@ def init_process_group(
 ) -> DistEnv:
     """Join the job's process group and return this process's DistEnv.
 
-    device: default the device of `device.local_plan(local rank, local world size)`; a GPU
-    becomes the current CUDA device. backend: default the one that plan implies (`backend_for`),
-    so ranks that share a GPU use gloo; for a `device` you pass, `choose_backend(local world
-    size, GPUs)`. timeout: seconds to wait for all ranks; a rank that never comes, or a port in
-    use, gives a RuntimeError that says which instead of a hang.
+    device: default the device of `device.local_plan`, decided from what every rank sees (each
+    leaves its `device.TaskView` in the job's store first, so a rank knows whether its node's
+    ranks share a GPU or can reach each other's); a GPU becomes the current CUDA device.
+    backend: default the one that plan decided, so ranks that share a GPU, or cannot reach each
+    other's, use gloo; for a `device` you pass, `choose_backend(local world size, GPUs)`.
+    timeout: seconds to wait for all ranks; a rank that never comes, or a port in use, gives a
+    RuntimeError that says which instead of a hang.
     """
     global _STATE
     env = env or DistEnv.from_environ()
     warning = batch_script_warning()
     if warning:
         print_line(warning)
-    if device is None:
-        plan = local_plan(env.local_rank, env.local_world_size)
-        device, implied = plan.device, backend_for(plan)
-    else:
-        gpus = gpu_count() if device.type == "cuda" else 0
-        implied = choose_backend(env.local_world_size, gpus)
-    backend = backend or implied
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
     port = env.master_port
     if env.source == "none" and "MASTER_PORT" not in os.environ:
         port = (
@@ -160,17 +195,32 @@ def init_process_group(
         WORLD_SIZE=str(env.world_size),
         LOCAL_RANK=str(env.local_rank),
     )
+    chosen = backend or "gloo"
+    try:
+        store = _join_store(env, timeout)
+        views = gathered_views(store, env, _this_task(env)) if device is None else None
+    except Exception as e:  # the store raises several types (DistStoreError, ...)
+        raise RuntimeError(join_error(env, port, chosen, timeout, e)) from e
+    if device is None:
+        plan = local_plan(env.local_rank, env.local_world_size, views=views, rank=env.rank)
+        device, implied = plan.device, backend_for(plan)
+    else:
+        gpus = gpu_count() if device.type == "cuda" else 0
+        implied = choose_backend(env.local_world_size, gpus)
+    chosen = backend or implied
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     try:
         dist.init_process_group(
-            backend,
-            init_method="env://",
+            chosen,
+            store=dist.PrefixStore("default_pg", store),
             rank=env.rank,
             world_size=env.world_size,
             timeout=timedelta(seconds=timeout),
         )
-    except Exception as e:  # the store and backends raise several types (DistStoreError, ...)
-        raise RuntimeError(join_error(env, port, backend, timeout, e)) from e
-    _STATE = GroupState(env, backend, device)
+    except Exception as e:  # the backends raise several types
+        raise RuntimeError(join_error(env, port, chosen, timeout, e)) from e
+    _STATE = GroupState(env, chosen, device)
     return env
 
 

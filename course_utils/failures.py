@@ -27,6 +27,7 @@ import psutil
 
 from course_utils import distributed, rank_logs, sbatch
 from course_utils.files import atomic_write_text
+from course_utils.paths import REFERENCE_DIR
 from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
@@ -40,6 +41,10 @@ IMPOSSIBLE_ROWS = 2**56  # x 16 float32 = 4 EiB: more than any address space, so
 # even where the kernel overcommits memory (16 TiB could be granted there, then filled).
 PROGRAM = "course_utils.jobs.faulty_ddp"
 LEARNING_RATE = 0.1  # faulty_ddp's SGD step
+# The course's own runs of every fault on rank 0 and on rank 1, each log with its truth (package
+# data; re-recorded by grading/checks/lesson09_references.py's record_runs): lesson 09 reads them.
+RECORDED_RUNS = REFERENCE_DIR / "failure_runs"
+RECORDED_FAULTS = [(fault, rank) for fault in CAUSES for rank in (0, 1)]
 
 
 def batch_seed(seed: int, step: int, rank: int) -> int:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 
-import torch
-
 from course_utils.environment import env_int
+
+# torch is imported where a function needs it: `course grade` sizes its runs with
+# allocated_cpus, and importing torch costs it seconds (about 2 s on 2 busy cores).
 
 
 def affinity_cpus() -> int:
@@ -44,6 +45,8 @@ def configure_threads(n: int | None = None) -> int:
         n = allocated_cpus()
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"thread count {n!r} must be a positive integer, e.g. allocated_cpus()")
+    import torch
+
     torch.set_num_threads(n)
     return torch.get_num_threads()
 
@@ -59,6 +62,8 @@ def loader_workers(device, environ=None) -> int:
     allocated CPU (they prepare batches while the GPU computes); on the CPU none, since workers
     would compete with the computation for the same cores (lesson 02 measures it).
     `environ` (default os.environ) holds the job's variables."""
+    import torch
+
     return allocated_cpus(environ) if torch.device(device).type == "cuda" else 0
 
 
@@ -77,6 +82,8 @@ def configure_interop_threads(n: int | None = None) -> int:
         raise ValueError(
             f"inter-op thread count {n!r} must be a positive integer, e.g. allocated_cpus()"
         )
+    import torch
+
     try:
         torch.set_num_interop_threads(n)
     except RuntimeError:  # set before, or inter-op work has started: the pool keeps its size

@@ -107,6 +107,16 @@ def mode_of(gpus: list[Gpu], uuid: str | None) -> str | None:
     return exclusive[0] if exclusive else (modes[0] if modes else None)
 
 
+def index_of(uuid: str | None, gpus: list[Gpu]) -> int | None:
+    """nvidia-smi's (and NVML's) index of the GPU with this UUID, or None where it is not
+    listed (no nvidia-smi, or no UUID): CUDA's, NVML's and a cgroup-constrained step's indices
+    need not agree, so a rank finds the GPU it trains on by UUID."""
+    if uuid is None:
+        return None
+    found = [g.index for g in gpus if g.uuid == uuid]
+    return found[0] if found else None
+
+
 def torch_uuid(properties) -> str | None:
     """A CUDA device's UUID as nvidia-smi writes it (GPU-...), from
     `torch.cuda.get_device_properties(i)`; None where this PyTorch does not report one."""

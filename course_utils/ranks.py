@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -25,6 +26,14 @@ DEFAULT_PORT = 29500
 # Ports derived from a job id fall in 20000-29999: unprivileged, below Linux's ephemeral range
 # (32768-60999), so they do not collide with ports the kernel hands out to clients.
 JOB_PORT_BASE, JOB_PORT_SPAN = 20000, 10000
+NODE_VARIABLE = "COURSE_NODE"  # the emulated node of a local rank (several nodes on one machine)
+
+
+def node_name(environ: Mapping[str, str] | None = None) -> str:
+    """This process's node: the local emulation's (NODE_VARIABLE), else Slurm's
+    (SLURMD_NODENAME), else the host's name."""
+    environ = os.environ if environ is None else environ
+    return environ.get(NODE_VARIABLE) or environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
-from course_utils import distributed
+from course_utils import distributed, witness
 from course_utils.checkpoint import (
     checkpoint_path,
     resume_or_start,
@@ -114,11 +114,13 @@ def read_history(ckpt_dir: str | os.PathLike) -> list[dict]:
 
 
 def record(ckpt_dir: str | os.PathLike, event: str, **fields) -> None:
-    """Append one record to `ckpt_dir`/history.json, rewritten atomically."""
+    """Append one record to `ckpt_dir`/history.json, rewritten atomically, and report it to
+    whoever grades the run that started this program (`witness`: nothing happens elsewhere)."""
     if not distributed.is_main_process():
         return  # one writer, as for the checkpoints
     history = [*read_history(ckpt_dir), {"event": event, "pid": os.getpid(), **fields}]
     atomic_write_text(Path(ckpt_dir) / HISTORY, json.dumps(history, indent=1) + "\n")
+    witness.report(event, ckpt_dir=str(Path(ckpt_dir).resolve()), **fields)
 
 
 def _slurm_fields() -> dict:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
 from dataclasses import dataclass
 
 SHORT = {
@@ -101,7 +102,7 @@ class Request:
     gpus_per_node: int
     mem_mb: float | None  # per node (--mem); --mem-per-cpu is multiplied out
     minutes: float | None
-    signal: str | None  # e.g. "B:USR1@120"
+    signal: str | None  # e.g. "B:USR1@120", as written (`parse_signal` reads it)
     options: dict
 
 
@@ -114,7 +115,7 @@ def read_request(script: str) -> Request:
     cpus = int(o.get("--cpus-per-task", "1"))
     if "--gpus-per-node" in o:
         gpus = gpus_in("gpu:" + o["--gpus-per-node"])
-    elif "--gpus-per-task" in o:  # lesson 10's scaling jobs: one GPU per task
+    elif "--gpus-per-task" in o:  # per task: times the tasks of a node
         gpus = gpus_in("gpu:" + o["--gpus-per-task"]) * (per_node or -(-(tasks or 1) // nodes))
     elif "--gres" in o:
         gpus = gpus_in(o["--gres"])
@@ -127,3 +128,60 @@ def read_request(script: str) -> Request:
         mem = memory_mb(o["--mem-per-cpu"]) * cpus * (per_node or tasks or 1)
     time = minutes(o["--time"]) if o.get("--time") else None
     return Request(nodes, tasks, per_node, cpus, gpus, mem, time, o.get("--signal"), o)
+
+
+# The names sbatch knows (Slurm's src/common/proc_args.c, signals_mapping), "SIG" optional.
+SIGNAL_NAMES = (
+    "HUP INT QUIT ABRT KILL ALRM TERM CHLD USR1 USR2 PIPE URG CONT STOP TSTP TTIN TTOU XCPU"
+).split()
+
+
+@dataclass(frozen=True)
+class Signal:
+    """What `--signal=[{R|B}:]<sig_num>[@sig_time]` asks: the signal, how many seconds before
+    the time limit, and whom: the batch shell alone (B:), else every job step but not the batch
+    shell; R: lets the job overlap a reservation."""
+
+    number: int
+    seconds: int
+    batch_shell: bool
+    reservation: bool = False
+
+    @property
+    def name(self) -> str:
+        try:
+            return signal.Signals(self.number).name
+        except ValueError:
+            return str(self.number)
+
+    @property
+    def whom(self) -> str:
+        return "the batch shell" if self.batch_shell else "every job step (not the batch shell)"
+
+
+def parse_signal(spec: str) -> Signal:
+    """--signal's value read as sbatch reads it (get_signal_opts): the flags R and B before an
+    optional ':', a signal number or name ("10", "USR1", "SIGUSR1", any case), then '@' and the
+    seconds (60 when left out). B:10@300, B:SIGUSR1@300 and B:USR1@300 are one request."""
+    rest, flags = spec.strip(), set()
+    for flag in ("R", "B", "R"):
+        if rest[:1].upper() == flag:
+            flags.add(flag)
+            rest = rest[1:]
+    rest = rest.removeprefix(":")
+    name, at, seconds = rest.partition("@")
+    word = name.strip().upper().removeprefix("SIG")
+    if name.strip().isdigit():
+        number = int(name)
+    elif word in SIGNAL_NAMES:
+        number = int(signal.Signals[f"SIG{word}"])
+    else:
+        number = 0
+    after = int(seconds) if seconds.isdigit() else 0 if at and not seconds else 60  # "@": 0
+    if not 0 < number <= 0xFFFF or (seconds and not seconds.isdigit()) or after > 0xFFFF:
+        raise ValueError(
+            f"--signal={spec!r} is not what sbatch reads: [{{R|B}}:]<signal>[@<seconds>], a "
+            f"signal number or one of {', '.join(SIGNAL_NAMES)} (SIG optional), seconds "
+            "0-65535; write e.g. --signal=B:USR1@120"
+        )
+    return Signal(number, after, "B" in flags, "R" in flags)

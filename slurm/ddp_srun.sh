@@ -14,6 +14,9 @@
 # styles of rank variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE and SLURM_*):
 #     sbatch slurm/ddp_srun.sh --epochs 3                sbatch slurm/ddp_srun.sh train.py --epochs 3
 # One failed rank ends the job at once (--kill-on-bad-exit) instead of leaving the others waiting.
+# No --signal: this script traps nothing, and bash (like Python) ends at SIGUSR1 by default, so a
+# warning would end the job early, without a checkpoint; slurm/checkpoint_requeue.sh pairs one
+# with a trap and `srun ... & wait` (lesson 06).
 # CPU variant (gloo, no GPU used): COURSE_DEVICE=cpu sbatch slurm/ddp_srun.sh
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record.

@@ -3,25 +3,32 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=4
-#SBATCH --gpus-per-task=1
+#SBATCH --gpus-per-node=1
 #SBATCH --mem-per-cpu=1G
 #SBATCH --time=00:10:00
 #SBATCH --output=%x-%j.out
 # Lesson 10's scaling study: the same training (course_utils.jobs.lab_train) at 1, 2 and 4 ranks
-# on one node and at 2 nodes x 2, one job per size; sbatch's own options override the header:
-#     for size in "-N1 -n1" "-N1 -n2" "-N1 -n4" "-N2 -n4 --ntasks-per-node=2"; do
-#         sbatch $size slurm/lab_scaling.sh --data runs/10/data --out runs/10/records
+# on one node and at 2 nodes x 2, one job per size, a GPU per task; sbatch's own options override
+# the header:
+#     for shape in "1 1" "1 2" "1 4" "2 2"; do    # nodes, and tasks (= GPUs) per node
+#         read -r nodes per <<<"$shape"
+#         sbatch -N"$nodes" -n$((nodes * per)) --ntasks-per-node="$per" --gpus-per-node="$per" \
+#             slurm/lab_scaling.sh --data runs/10/data --out runs/10/records
 #     done
 # (the lesson's notebook submits the same set with your own script: course_utils.lab.cluster). Each
 # node stages the data set on its own disk once (SLURM_TMPDIR, else TMPDIR, else /tmp) and the
 # ranks train on that copy; rank 0 writes one JSON record. srun is given the CPUs per task
 # explicitly (some Slurm releases, 22.05 to 23.02, do not pass the job's --cpus-per-task on to
-# srun). Its tasks inherit the job's --gpus-per-task=1, and with it Slurm's per-task binding
-# (21.08 and newer): each task sees one GPU of its own, as cuda:0. No --gpu-bind: an explicit one
-# overrides that binding (closest may give a task every GPU of its NUMA domain). NCCL_DEBUG=INFO
-# makes NCCL name its transport in the log (INIT and NET lines only).
+# srun). GPUs: --gpus-per-node=N with N tasks per node, so that every task sees its node's GPUs
+# and each rank takes cuda:LOCAL_RANK. Not --gpus-per-task alone: it binds each task to its own
+# GPU, and where Slurm confines devices (ConstrainDevices=yes, usual at GPU centres) the tasks
+# cannot reach each other's GPUs over CUDA IPC, so NCCL fails within a node. (--gpus-per-task
+# works with srun --gpu-bind=none, or srun --gres-flags=allow-task-sharing from Slurm 23.11.)
+# NCCL_DEBUG=INFO makes NCCL name its transport in the log (INIT and NET lines only).
 # One run at the header's size (1 node, 1 task): sbatch slurm/lab_scaling.sh --data ... --out ...
-# CPU variant (gloo, no GPU asked for): COURSE_DEVICE=cpu sbatch --gpus-per-task=0 ...
+# CPU variant: no GPU option at all (a cluster without GPUs may refuse even --gpus-per-node=0):
+#     grep -v '^#SBATCH --gpus' slurm/lab_scaling.sh > runs/lab_scaling_cpu.sh
+#     COURSE_DIR=$PWD COURSE_DEVICE=cpu sbatch -N1 -n2 runs/lab_scaling_cpu.sh --data ... --out ...
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record
 # (the first Command=: an array task's record can list the other tasks too).

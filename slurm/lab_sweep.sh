@@ -4,7 +4,7 @@
 #SBATCH --nodes=1
 #SBATCH --ntasks=1
 #SBATCH --cpus-per-task=4
-#SBATCH --gpus-per-task=1
+#SBATCH --gpus-per-node=1
 #SBATCH --mem-per-cpu=1G
 #SBATCH --time=00:10:00
 #SBATCH --output=%x-%A_%a.out
@@ -13,8 +13,10 @@
 #     sbatch slurm/lab_sweep.sh --data runs/10/data --out runs/10/records --lrs 0.02,0.1,0.3
 # --array=0-2%2 runs 3 tasks, at most 2 at a time (the %: a throttle, so a sweep of hundreds does
 # not take the whole partition); for 8 values: sbatch --array=0-7%2 slurm/lab_sweep.sh ...
-# Each task sees its one GPU (the job's --gpus-per-task=1, inherited by srun: Slurm's per-task
-# binding). CPU variant (gloo, no GPU asked for): COURSE_DEVICE=cpu sbatch --gpus-per-task=0 ...
+# Each task has its one GPU (--gpus-per-node=1 for the task's one rank). CPU variant: no GPU
+# option at all (a cluster without GPUs may refuse even --gpus-per-node=0):
+#     grep -v '^#SBATCH --gpus' slurm/lab_sweep.sh > runs/lab_sweep_cpu.sh
+#     COURSE_DIR=$PWD COURSE_DEVICE=cpu sbatch runs/lab_sweep_cpu.sh --data ... --lrs ...
 set -euo pipefail
 # sbatch runs a copy of this script: find the course's slurm/config.sh from the job's record
 # (the first Command=: an array task's record can list the other tasks too).

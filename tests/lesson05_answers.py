@@ -14,6 +14,5 @@ def ddp_header(job):
         f"#SBATCH --cpus-per-task={job['cpus_per_rank']}",
         f"#SBATCH --mem={job['mem_gb_per_rank'] * job['ranks_per_node']}G",
         f"#SBATCH --time={hours:02d}:{minutes:02d}:00",
-        f"#SBATCH --signal=B:USR1@{job['warning_s']}",
     ]
     return "\n".join(line for line in lines if line) + "\n"

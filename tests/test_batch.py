@@ -5,7 +5,7 @@ jobs themselves are tested in tests/integration."""
 
 import pytest
 
-from course_utils import accounting, batch, processes
+from course_utils import accounting, batch, processes, ranks
 from course_utils.lab import cluster
 from course_utils.ranks import DistEnv
 
@@ -72,13 +72,13 @@ def test_a_local_rank_reads_its_place_as_from_a_launcher():
         (3, 1, 4, 2),
     ]
     assert {(p.master_addr, p.master_port) for p in places} == {("127.0.0.1", 29555)}
-    assert [env[batch.NODE_VARIABLE] for env in envs] == ["node0", "node0", "node1", "node1"]
+    assert [env[ranks.NODE_VARIABLE] for env in envs] == ["node0", "node0", "node1", "node1"]
     assert envs[3]["PATH"] == "/usr/bin"
 
 
 def test_one_node_keeps_its_own_name():
     env = batch.rank_environ({}, batch.Shape(1, 4), 3, 29555)
-    assert batch.NODE_VARIABLE not in env  # the node is this machine: staging names it by host
+    assert ranks.NODE_VARIABLE not in env  # the node is this machine: staging names it by host
     assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("3", "4")
 
 

@@ -59,7 +59,6 @@ def test_this_node_without_a_gpu_asks_nothing(fake_gpus, fake_commands):
 def test_the_cpu_job_is_the_gpu_job_made_small_for_the_ci_cluster():
     assert (CPU_JOB.nodes, CPU_JOB.ranks_per_node, CPU_JOB.gpus_per_rank) == (2, 2, 0)
     assert (GPU_JOB.nodes, GPU_JOB.ranks_per_node, GPU_JOB.gpus_per_rank) == (2, 4, 1)
-    assert CPU_JOB.warning_s < CPU_JOB.minutes * 60 / 2  # the signal never comes mid-run
     # the CI cluster's nodes (.ci: 16 CPUs, 32000 MB each) hold it
     assert CPU_JOB.ranks_per_node * CPU_JOB.cpus_per_rank <= 16
     assert CPU_JOB.ranks_per_node * CPU_JOB.mem_gb_per_rank * 1024 <= 32000

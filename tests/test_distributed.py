@@ -1,5 +1,6 @@
 """course_utils.distributed and the DDP training program course_utils.jobs.ddp_train."""
 
+import json
 import os
 import socket
 import threading
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from course_utils import distributed, launching, processes, ranks
-from course_utils.device import plan_device
+from course_utils.device import TaskView, plan_device
 from course_utils.jobs import ddp_train
 from course_utils.ranks import DistEnv, expand_hostlist, port_for_job
 
@@ -163,18 +164,30 @@ def test_choose_backend_rejects_impossible_counts():
 
 
 class _CapturedJoin:
-    """Stands in for torch's init_process_group and set_device: records what they were given."""
+    """Stands in for the job's store (an in-memory one holding the other ranks' views), what
+    this task sees, torch's init_process_group and set_device: records what they were given."""
 
-    def __init__(self, monkeypatch):
-        self.calls, self.devices = [], []
+    def __init__(self, monkeypatch, views):
+        self.calls, self.devices, self.store = [], [], torch.distributed.HashStore()
+        for rank, view in enumerate(views):
+            self.store.set(f"{distributed.VIEW_KEY}/0/{rank}", json.dumps(view.as_dict()))
+        monkeypatch.setattr(distributed, "_join_store", lambda env, timeout: self.store)
+        monkeypatch.setattr(distributed, "_this_task", lambda env: views[env.rank])
         monkeypatch.setattr(distributed.dist, "init_process_group", self.join)
         monkeypatch.setattr(torch.cuda, "set_device", self.devices.append)
+        monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+        monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
         saved = dict(os.environ)
         monkeypatch.setattr(distributed, "_STATE", None)
         self.restore = lambda: (os.environ.clear(), os.environ.update(saved))
 
     def join(self, backend, **kwargs):
         self.calls.append(backend)
+
+
+def _node_of(gpus: int, ranks_: int = 2) -> list[TaskView]:
+    """A node whose ranks all see its `gpus` GPUs (torchrun's workers, --gpus-per-node)."""
+    return [TaskView("n", r, tuple(f"GPU-{i}" for i in range(gpus))) for r in range(ranks_)]
 
 
 @pytest.mark.parametrize(
@@ -193,7 +206,7 @@ def test_init_process_group_uses_the_device_and_backend_rules(
     fake_gpus(gpus)
     if choice:
         monkeypatch.setenv("COURSE_DEVICE", choice)
-    join = _CapturedJoin(monkeypatch)
+    join = _CapturedJoin(monkeypatch, _node_of(gpus))
     env = DistEnv(local_rank, local_rank, 2, "127.0.0.1", 29500, "torchrun", 2)
     try:
         distributed.init_process_group(env=env)
@@ -202,6 +215,34 @@ def test_init_process_group_uses_the_device_and_backend_rules(
     assert join.calls == [backend]
     assert join.devices == ([torch.device(device)] if device != "cpu" else [])
     assert distributed._STATE.device == torch.device(device)
+
+
+@pytest.mark.parametrize(
+    ("constrained", "backend"), [(True, "gloo"), (None, "gloo"), (False, "nccl")]
+)
+def test_under_per_task_binding_the_gathered_views_decide_not_the_count(
+    fake_gpus, monkeypatch, capsys, constrained, backend
+):
+    """--gpus-per-task=1: each task counts 1 GPU for 2 local ranks, which alone would say
+    "share" and gloo; the views say each has its own, and whether they can reach each other."""
+    fake_gpus(1)
+    views = [TaskView("cn1", k, (f"GPU-{k}",), str(k), 2, constrained) for k in range(2)]
+    join = _CapturedJoin(monkeypatch, views)
+    try:
+        distributed.init_process_group(env=DistEnv(0, 0, 2, "127.0.0.1", 29500, "slurm", 2))
+    finally:
+        join.restore()
+    assert join.calls == [backend] and join.devices == [torch.device("cuda:0")]
+    said = capsys.readouterr().out
+    assert "share" not in said and (("--gpu-bind=none" in said) == (backend == "gloo"))
+
+
+def test_every_rank_leaves_its_view_and_reads_the_others():
+    store = torch.distributed.HashStore()
+    mine = [TaskView("cn1", k, (f"GPU-{k}",), str(k)) for k in range(2)]
+    store.set(f"{distributed.VIEW_KEY}/0/1", json.dumps(mine[1].as_dict()))
+    env = DistEnv(0, 0, 2, "127.0.0.1", 29500, "slurm", 2)
+    assert distributed.gathered_views(store, env, mine[0]) == mine
 
 
 def test_the_batch_script_of_a_multi_task_job_is_warned_about():

@@ -225,3 +225,34 @@ def test_an_exclusive_gpu_and_the_processes_on_it_are_named():
     quiet = gpu.sharing_findings([other], users[1:], own_pid=99)
     assert [(r.topic, r.status) for r in quiet] == [("gpu sharing", findings.OK)]
     assert gpu.sharing_findings([], [], own_pid=99) == []
+
+
+@pytest.mark.parametrize(
+    ("capability", "archs", "built_with", "driver", "verdict"),
+    [
+        ((9, 0), ["sm_90"], (12, 8), (12, 2), "runs"),  # a cubin: minor versions compatible
+        ((9, 0), ["sm_90"], (13, 0), (12, 8), "update the driver"),  # a CUDA 13 cubin
+        ((10, 0), ["sm_90", "compute_90"], (12, 8), (12, 8), "runs"),  # PTX, JIT-compiled
+        ((10, 0), ["sm_90", "compute_90"], (12, 8), (12, 2), "update the driver"),  # PTX ISA
+        ((7, 0), ["sm_80", "compute_80"], (12, 8), (13, 0), "rebuild for the GPU"),
+        ((8, 0), ["sm_80"], (12, 0), None, "update the driver"),  # a driver too old for CUDA 11
+    ],
+)
+def test_one_build_rule_counts_cubins_and_ptx(capability, archs, built_with, driver, verdict):
+    """Lessons 00 and 07 both ask it: a cubin against the driver's CUDA major version, PTX
+    against the CUDA version that wrote it."""
+    assert gpu.build_verdict(capability, archs, built_with, driver) == verdict
+
+
+@pytest.mark.parametrize(
+    ("driver", "cuda"),
+    [
+        ("580.65.06", (13, 0)),
+        ("570.86.10", (12, 8)),
+        ("535.104.05", (12, 2)),
+        ("470.82.01", (11, 4)),
+        ("440.33", None),
+    ],
+)
+def test_a_drivers_newest_cuda(driver, cuda):
+    assert gpu.driver_cuda(driver) == cuda

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from course_utils import environment, failures, launching
-from course_utils.grading.checks.lesson09_harness import RECORDED_FAULTS, RECORDED_RUNS
+from course_utils.failures import RECORDED_FAULTS, RECORDED_RUNS
 
 
 @pytest.fixture(scope="module")

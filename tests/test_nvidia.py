@@ -54,3 +54,10 @@ def test_the_mode_of_a_gpu_by_uuid_else_exclusive_wins():
     assert nvidia.mode_of(gpus, None) == "Exclusive_Process"  # unknown: the safe answer
     assert nvidia.mode_of([default], "GPU-unknown") == "Default"
     assert nvidia.mode_of([], None) is None
+
+
+def test_each_rank_finds_the_gpu_it_trains_on_by_uuid():
+    """nvidia-smi's index, not CUDA's: a task bound to the node's second GPU sees it as cuda:0."""
+    listed = nvidia.parse_gpus(GPUS)
+    assert nvidia.index_of("GPU-9f8e7d6c-0000-1111-2222-333344445555", listed) == 1
+    assert nvidia.index_of("GPU-z", listed) is None and nvidia.index_of(None, listed) is None

@@ -73,3 +73,28 @@ def test_every_course_script_states_its_time_and_reads_back():
             continue
         request = sbatch.read_request(path.read_text())
         assert request.minutes and request.minutes <= 120, path.name
+
+
+@pytest.mark.parametrize(
+    ("spec", "number", "seconds", "batch_shell"),
+    [
+        ("B:USR1@300", 10, 300, True),
+        ("B:10@300", 10, 300, True),
+        ("B:SIGUSR1@300", 10, 300, True),
+        ("b:usr1@300", 10, 300, True),
+        ("USR1", 10, 60, False),  # no time: 60 s; no B: every step, not the batch shell
+        ("RB:TERM@5", 15, 5, True),
+        ("B:USR2@", 12, 0, True),  # as Slurm's strtol reads an empty number
+    ],
+)
+def test_signals_are_read_as_sbatch_reads_them(spec, number, seconds, batch_shell):
+    sig = sbatch.parse_signal(spec)
+    assert (sig.number, sig.seconds, sig.batch_shell) == (number, seconds, batch_shell)
+
+
+@pytest.mark.parametrize("spec", ["B:FOO@1", "B:USR1@x", "B:USR1@70000", "", "B:0"])
+def test_a_signal_sbatch_refuses_names_the_rule_and_the_fix(spec):
+    with pytest.raises(
+        ValueError, match=r"is not what sbatch reads: .*write e.g. --signal=B:USR1@120"
+    ):
+        sbatch.parse_signal(spec)

@@ -121,12 +121,24 @@ def test_the_jobs_efficiency_as_seff_computes_it_from_sacct():
 def test_table_and_plot_from_records():
     rows = scaling.scaling_rows(study({"1x2": 0.9, "1x4": 0.75, "2x2": 0.6}))
     text = scaling.table(rows)
-    assert text.splitlines()[0].startswith("run  nodes  ranks  images/s")
-    assert "2x2" in text and "60%" in text
+    header = "run  nodes  ranks  img/step  mean ms  images/s  median ms"
+    assert text.splitlines()[0].startswith(header)
+    assert "2x2" in text and "60%" in text and text.endswith(scaling.TABLE_KEY)
     figure = scaling.plot(rows)
     speed, eff = figure.axes
     assert speed.get_xlabel().startswith("ranks") and eff.get_ylabel() == "parallel efficiency (%)"
     assert list(eff.lines[0].get_ydata()) == pytest.approx([100, 90, 75, 60])
+
+
+def test_a_rows_columns_reconcile():
+    """images/s = images per step / the slowest rank's mean step; the median is another figure."""
+    records = study({"1x2": 0.9})
+    records[1]["throughput"], records[1]["step_time"] = 1572.0, 0.0442  # a median below the mean
+    row = scaling.scaling_rows(records)[1]
+    assert row.per_step == 64 and row.mean_step == pytest.approx(64 / 1572)
+    cells = scaling.table([row]).splitlines()[1].split()
+    assert cells[3:7] == ["64", "40.7", "1572", "44.2"]
+    assert float(cells[3]) / (float(cells[4]) / 1e3) == pytest.approx(1572, rel=1e-3)
 
 
 def test_sweep_table_is_sorted_by_learning_rate():
@@ -144,7 +156,7 @@ def test_energy_per_run_and_per_work_where_the_hardware_reported_it():
     assert two.images == 512
     assert two.kilojoules_per_work == pytest.approx(1.25 * scaling.WORK / 1e3)
     header, first, second = (
-        re.split(r"\s{2,}", line) for line in scaling.table([one, two]).splitlines()
+        re.split(r"\s{2,}", line) for line in scaling.table([one, two]).splitlines()[:3]
     )
     assert header[-2:] == ["energy", "kJ per 1,000,000 img"]
     assert first[-2:] == ["not reported", "not reported"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from course_utils.batch import JOB_VARIABLE, NODE_VARIABLE
+from course_utils.batch import JOB_VARIABLE
 from course_utils.lab import staging
+from course_utils.ranks import NODE_VARIABLE, node_name
 
 
 def _archive(tmp_path: Path, files: int = 5) -> Path:
@@ -38,7 +39,7 @@ def test_a_relative_base_is_refused_with_the_variable_named():
 
 def test_node_name_and_folder_per_job_and_node():
     env = {"SLURM_JOB_ID": "42", "SLURMD_NODENAME": "cn3", "TMPDIR": "/t"}
-    assert staging.node_name(env) == "cn3"
+    assert node_name(env) == "cn3"
     assert staging.stage_folder(env) == Path("/t/course-lab-42/cn3")
     emulated = {**env, NODE_VARIABLE: "node1"}  # the local emulation of 2 nodes
     assert staging.stage_folder(emulated) == Path("/t/course-lab-42/node1")

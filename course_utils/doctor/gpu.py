@@ -1,8 +1,11 @@
 """`course doctor`'s GPU rows: the NVIDIA driver against this PyTorch's CUDA build, and each GPU
-against the architectures compiled into it (taught in lesson 00; exercise 07.3 is the same rule).
+against the architectures compiled into it. The one rule for whether a build runs on a GPU node,
+cubins (sm_XY) and PTX (compute_XY) alike, is `build_verdict`: taught in lesson 00 (which build
+to install, exercise 00.3) and lesson 07 (update the driver or rebuild, exercise 07.3).
 
-The deciding functions (`driver_finding`, `arch_supported`, `gpu_finding`) are pure functions of
-the hardware's answers; `nvidia_driver` asks the node, nvidia-smi through `processes.run`.
+The deciding functions (`driver_finding`, `arch_supported`, `build_verdict`, `gpu_finding`) are
+pure functions of the hardware's answers; `nvidia_driver` asks the node, nvidia-smi through
+`processes.run`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,24 @@ from course_utils.doctor.findings import ERROR, INFO, OK, WARN, Finding
 # The NVIDIA driver a CUDA build needs: the minimum for CUDA minor-version compatibility in
 # NVIDIA's CUDA toolkit release notes (13.x: 580; 12.x: 525.60.13; 11.x: 450.80.02).
 MIN_DRIVER = {13: (580, 0, 0), 12: (525, 60, 13), 11: (450, 80, 2)}
+# The driver each CUDA toolkit release needs (Linux x86_64, the GA releases: "CUDA Toolkit and
+# Corresponding Driver Versions" in NVIDIA's release notes): a driver supports the newest CUDA
+# whose entry it reaches, which is what nvidia-smi prints as "CUDA Version".
+CUDA_DRIVERS = {
+    (13, 0): (580, 65, 6),
+    (12, 9): (575, 51, 3),
+    (12, 8): (570, 26),
+    (12, 6): (560, 28, 3),
+    (12, 5): (555, 42, 2),
+    (12, 4): (550, 54, 14),
+    (12, 3): (545, 23, 6),
+    (12, 2): (535, 54, 3),
+    (12, 1): (530, 30, 2),
+    (12, 0): (525, 60, 13),
+    (11, 8): (520, 61, 5),
+    (11, 4): (470, 42, 1),
+    (11, 0): (450, 51, 5),
+}
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -71,10 +92,12 @@ ARCH_NAME = re.compile(r"^(?P<kind>sm|compute)_(?P<major>\d+)(?P<minor>\d)(?P<su
 
 
 def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
-    """Whether this build has kernels a GPU of `capability` can run.
+    """Whether this build has code that fits a GPU of `capability`, the driver aside (that is
+    `build_verdict`'s to add).
 
     A cubin sm_XY runs on GPUs of the same major version X and minor >= Y; an arch-specific
-    cubin (sm_90a) only on exactly that GPU; PTX (compute_XY) is JIT-compiled for any GPU >= X.Y.
+    cubin (sm_90a) only on exactly that GPU; PTX (compute_XY) can be JIT-compiled for any GPU
+    >= X.Y, by a driver that knows its ISA version.
     """
     for arch in arch_list:
         m = ARCH_NAME.match(arch)
@@ -90,6 +113,37 @@ def arch_supported(capability: tuple[int, int], arch_list: list[str]) -> bool:
         if ok:
             return True
     return False
+
+
+def driver_cuda(driver: str) -> tuple[int, int] | None:
+    """The newest CUDA version a driver ("570.86.10") supports, or None below CUDA 11.0's."""
+    version = _version_tuple(driver)
+    fits = [cuda for cuda, need in CUDA_DRIVERS.items() if version >= need]
+    return max(fits) if fits else None
+
+
+RUNS, UPDATE_DRIVER, REBUILD = "runs", "update the driver", "rebuild for the GPU"
+
+
+def build_verdict(
+    capability: tuple[int, int],
+    arch_list: list[str],
+    built_with: tuple[int, int],
+    driver: tuple[int, int] | None,
+) -> str:
+    """Whether a build made by CUDA `built_with` runs on a GPU of `capability` under a driver for
+    CUDA `driver` (None: too old for any): "runs", "update the driver" (only code that needs a
+    newer driver fits the GPU) or "rebuild for the GPU" (nothing in the build fits it).
+
+    A cubin that fits (`arch_supported`) runs under a driver of the build's CUDA major version or
+    newer (minor versions are compatible); else PTX that fits is JIT-compiled only by a driver at
+    least as new as the CUDA that wrote it (its ISA version); else nothing serves the GPU."""
+    driver = driver or (0, 0)
+    if arch_supported(capability, [a for a in arch_list if a.startswith("sm_")]):
+        return RUNS if driver[0] >= built_with[0] else UPDATE_DRIVER
+    if arch_supported(capability, [a for a in arch_list if a.startswith("compute_")]):
+        return RUNS if tuple(driver) >= tuple(built_with) else UPDATE_DRIVER
+    return REBUILD
 
 
 def gpu_finding(index: int, name: str, cap: tuple[int, int], arch_list: list[str]) -> Finding:

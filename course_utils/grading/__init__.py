@@ -4,10 +4,11 @@ Lessons use only `check` and `summary` (`from course_utils.grading import check,
 checkers register with `exercise`, and their held-out cases (run only by `course grade`) with
 `held_out`. The rest serves the `course` command:
     exercises.py     the registry, `check`, `summary`, verdict lines
-    answers.py       how a checker reaches the learner's answers: proxies, probes, sessions
-    wire.py          answers as plain data (torch.load(weights_only=True), exact types)
-    judge.py         the judge: the process that decides the verdicts of one graded notebook
-    checks/          one module of checkers per lesson (lesson05.py <-> exercises 05.k)
+    judge/           the judge: the process that decides the verdicts of one graded notebook,
+                     its doors, and the kernel's end of a check (judge/__init__.py)
+    probes/          what a check runs in the learner's process, one module per lesson
+    checks/          one module of checkers per lesson (lesson05.py <-> exercises 05.k), with
+                     their references; never shown inside a graded run
     runner/          one notebook run under nbval within limits, knowing nothing of grades: the
                      bubblewrap sandbox, cgroups, `Limits`, the run, its per-cell record, the
                      kernel watch (runner/__init__.py lists its modules)
@@ -25,11 +26,10 @@ import importlib
 from typing import TYPE_CHECKING
 
 # Imported on first use (PEP 562): the runner's plugins load this package inside every graded
-# run, whose process needs none of it; answers.py imports torch (about 2 s on 2 cores).
-_HOMES = ("exercises", "answers")
+# run, whose process needs none of it; judge/proxies.py imports torch (about 2 s on 2 cores).
+_HOMES = ("exercises", "judge.proxies")
 
 if TYPE_CHECKING:
-    from course_utils.grading.answers import CheckFailed, NotAttempted, probe, run_probe
     from course_utils.grading.exercises import (
         FAILED,
         NOT_ATTEMPTED,
@@ -48,6 +48,13 @@ if TYPE_CHECKING:
         registry,
         run_check,
         summary,
+    )
+    from course_utils.grading.judge.proxies import (
+        CheckFailed,
+        NotAttempted,
+        outside,
+        probe,
+        run_probe,
     )
 
 
@@ -77,6 +84,7 @@ __all__ = [
     "held_out",
     "held_out_cases",
     "lesson_exercises",
+    "outside",
     "parse_results",
     "parse_verdicts",
     "probe",

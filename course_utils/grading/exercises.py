@@ -7,10 +7,10 @@ AssertionError) when the answer is wrong. `check` turns every outcome into one p
 never raises, so a learner's notebook runs top to bottom on a fresh kernel whatever state the
 exercises are in.
 
-Where the checker runs: inside `course grade` and `course check`, in the judge (grading/judge.py),
+Where the checker runs: inside `course grade` and `course check`, in the judge (grading/judge/),
 a process of its own that the learner's code cannot reach; `check` only answers the judge's
-requests and prints the verdict the judge sent. Anywhere else (a notebook in JupyterLab, the
-solutions under nbval) it runs in this process on the same proxies (`answers.LocalSession`).
+requests (judge/kernel.py) and prints the verdict the judge sent. Anywhere else (a notebook in
+JupyterLab) it runs in this process on the same proxies (`judge.proxies.LocalSession`).
 
 The lines have a fixed shape that `course check` and `course grade` parse:
     [01.2] passed: <what was verified>
@@ -30,13 +30,16 @@ import os
 import pkgutil
 import random
 import re
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from course_utils.grading import answers as answer_proxies
-from course_utils.grading.answers import AnswerExited, AnswerRaised, CheckFailed, NotAttempted
+from course_utils.grading.judge import proxies as answer_proxies
+from course_utils.grading.judge.proxies import (
+    AnswerExited,
+    AnswerRaised,
+    CheckFailed,
+    NotAttempted,
+)
 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted yet"
 VERDICT_LINE = re.compile(r"^\[(?P<id>\d\d\.\d+)\] (?P<verdict>passed|failed|not attempted yet)")
@@ -71,7 +74,6 @@ _REGISTRY: dict[str, Exercise] = {}
 _SESSION: dict[str, Result] = {}  # latest result per exercise in this kernel, for `summary`
 _HELD_OUT: dict[str, HeldOut] = {}
 JUDGE_VARIABLE = "COURSE_JUDGE"  # the judge's socket, set in each run of `course grade`/`check`
-JUDGE_WAIT = 120.0  # seconds a check knocks on the judge's socket, while the judge starts
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def exercise(
 ):
     """Register a checker under `exercise_id` ("NN.k"). The checker returns a short success note.
 
-    `allows`: the review flags (grader/plan.py FLAG_PATTERNS) that this exercise's own task
+    `allows`: the review flags (grader/flags.py) that this exercise's own task
     raises, such as "starts processes" for a launch, so an honest answer is not flagged for
     them; `reference`: regular expressions that find a call of the course's own implementation
     of this exercise in an answer (flagged as such)."""
@@ -137,7 +139,7 @@ def held_out(exercise_id: str, cases: int):
 
 def held_out_cases(exercise_id: str) -> int:
     """How many held-out cases the instructor's grade runs for `exercise_id` (0: none)."""
-    _load_checkers()
+    load_checkers(exercise_id[:2])
     found = _HELD_OUT.get(exercise_id)
     return found.cases if found else 0
 
@@ -154,7 +156,7 @@ def run_held_out(exercise_id: str, seed: int, *answers, **params) -> HeldOutResu
     swallowed where it runs, and the global random generators are restored after, so the
     notebook's outputs stay those of a run without the cases.
     """
-    _load_checkers()
+    load_checkers(exercise_id[:2])
     found = _HELD_OUT.get(exercise_id)
     if found is None:
         return None
@@ -189,18 +191,20 @@ def checks_module(name: str):
         return None
 
 
-def _load_checkers() -> None:
-    """Import every module of course_utils.grading.checks, whose import registers the checkers.
-    One that fails is kept in LOAD_ERRORS: the other lessons' checks still run."""
+def load_checkers(lesson: str | None = None) -> None:
+    """Import the checker modules of `lesson` ("01": lesson01.py and lesson01_*.py; None: every
+    module of course_utils.grading.checks), whose import registers the checkers. One that fails
+    is kept in LOAD_ERRORS: the other lessons' checks still run."""
     from course_utils.grading import checks
 
     for info in pkgutil.iter_modules(checks.__path__):
-        checks_module(info.name)
+        if lesson is None or info.name.startswith(f"lesson{lesson}"):
+            checks_module(info.name)
 
 
 def registry() -> dict[str, Exercise]:
     """All exercises, keyed by id, in id order."""
-    _load_checkers()
+    load_checkers()
     return dict(sorted(_REGISTRY.items(), key=lambda kv: tuple(map(int, kv[0].split(".")))))
 
 
@@ -231,12 +235,13 @@ def _raised(e: BaseException) -> str:
 def run_check(exercise_id: str, *answers, **params) -> Result:
     """Run one checker on `answers` and classify the outcome; never raises for anything the
     learner did. `params`: the checker's own keyword arguments (tests use them)."""
-    exercises = registry()
+    load_checkers(exercise_id[:2])
+    exercises = _REGISTRY
     if exercise_id not in exercises:
         broken = LOAD_ERRORS.get(f"lesson{exercise_id[:2]}")
         if broken:
             return Result(exercise_id, FAILED, f"not graded: its checker did not load ({broken})")
-        known = ", ".join(exercises) or "none"
+        known = ", ".join(registry()) or "none"
         return Result(exercise_id, FAILED, f"unknown exercise id; known ids: {known}")
     try:
         note = exercises[exercise_id].checker(*_proxies(answers), **params)
@@ -266,45 +271,14 @@ def check(exercise_id: str, *answers) -> None:
     In `course grade` and `course check` the judge decides (JUDGE_VARIABLE names its socket);
     anywhere else the checker runs here."""
     judge = os.environ.get(JUDGE_VARIABLE)
-    result = (
-        ask_the_judge(judge, exercise_id, answers) if judge else run_check(exercise_id, *answers)
-    )
+    if judge:
+        from course_utils.grading.judge.kernel import ask
+
+        result = Result(exercise_id, *ask(judge, exercise_id, answers))
+    else:
+        result = run_check(exercise_id, *answers)
     _SESSION[exercise_id] = result
     print(result.line())
-
-
-def ask_the_judge(path: str, exercise_id: str, answers) -> Result:
-    """Knock on the judge's socket, answer its requests about `answers`, and return its
-    visible verdict (the held-out cases it ran stay with it)."""
-    _load_checkers()  # the probes the judge may ask this process to run
-    try:
-        conn = _connect(path)
-    except OSError as e:
-        return Result(exercise_id, FAILED, f"not graded: the judge did not answer ({e})")
-    with conn:
-        described = [answer_proxies.describe(a) for a in answers]
-        kinds = [{"type": kind, "callable": is_callable} for kind, is_callable in described]
-        opening = {"op": "check", "exercise": exercise_id, "answers": kinds}
-        try:
-            answer_proxies.send(conn, opening)
-            verdict = answer_proxies.serve(conn, answers)
-        except (ConnectionError, OSError) as e:
-            return Result(exercise_id, FAILED, f"not graded: the judge stopped answering ({e})")
-    return Result(exercise_id, str(verdict.get("verdict")), str(verdict.get("message")))
-
-
-def _connect(path: str) -> socket.socket:
-    deadline = time.monotonic() + JUDGE_WAIT
-    while True:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.connect(path)
-            return conn
-        except OSError:
-            conn.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def summary(lesson: str) -> None:

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 from dataclasses import dataclass
 
 import torch.distributed as dist
 
 from course_utils import distributed, hpc, models
-from course_utils.batch import NODE_VARIABLE
 from course_utils.checkpoint import atomic_torch_save, unwrap_model
 from course_utils.environment import env_int
 from course_utils.job_config import option, parse, shared
 from course_utils.jobs.single_process import seeded
+from course_utils.ranks import node_name
 
 # What the checks run: per-rank batch, learning rate, steps (small: float noise stays < 1e-8).
 BATCH_SIZE, LR, STEPS, IMAGES = 32, 0.01, 4, 1024
@@ -43,12 +42,6 @@ def load_answer(path: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.train_ddp
-
-
-def node_name() -> str:
-    """The node this rank runs on: the local run's emulated node, Slurm's, else the host's."""
-    environ = os.environ
-    return environ.get(NODE_VARIABLE) or environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def main(argv=None) -> int:

@@ -13,8 +13,6 @@ Options avoid prefixes of torchrun's own (torchrun rejects an ambiguous `--n`).
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +24,7 @@ from course_utils import data, distributed, hpc, models, train
 from course_utils.checkpoint import atomic_torch_save
 from course_utils.device import local_device
 from course_utils.job_config import option, parse, shared
+from course_utils.ranks import node_name
 
 MODELS = {"net": models.Net, "widenet": models.WideNet}
 
@@ -70,10 +69,6 @@ def global_stats(stats: train.Stats, device) -> tuple[float, float]:
     return float(t[0] / t[1]), float(t[1] / seconds[0])
 
 
-def _node_name() -> str:
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     env = distributed.DistEnv.from_environ()
@@ -85,7 +80,7 @@ def main(argv=None) -> int:
     distributed.init_process_group(args.backend, env, timeout=args.timeout, device=device)
     backend = dist.get_backend()
     distributed.print_line(
-        f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {_node_name()}: "
+        f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {node_name()}: "
         f"joined, backend {backend}, device {device}, {threads} threads, from {env.source}"
     )
     distributed.barrier()

@@ -29,7 +29,7 @@ from pathlib import Path
 from course_utils.files import atomic_write_text
 from course_utils.lab import staging
 from course_utils.lab.staging import ARCHIVE, IMAGES
-from course_utils.ranks import DistEnv
+from course_utils.ranks import DistEnv, node_name
 
 
 def say(line: str) -> None:
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
         "local_rank": env.local_rank,
         "world_size": env.world_size,
         "ranks_on_node": env.local_world_size,
-        "node": staging.node_name(os.environ),
+        "node": node_name(os.environ),
         "answer": args.digest,
         **did,
         "digest": staging.content_digest(copy / IMAGES) if copy else None,

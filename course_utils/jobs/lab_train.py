@@ -27,12 +27,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
 from course_utils import data, distributed, hpc, models, monitor, nvidia, reference
+from course_utils import device as devices
 from course_utils.batch import LAUNCHER_VARIABLE
 from course_utils.device import ENV as DEVICE_VARIABLE
 from course_utils.job_config import option, parse, parser, shared
-from course_utils.lab import gpus, measure, run_records, small_files, staging, transport
+from course_utils.lab import measure, run_records, small_files, staging, transport
 from course_utils.lab.cluster import SCRIPT_VARIABLE
 from course_utils.lab.energy import EnergyMeter
+from course_utils.ranks import node_name
 
 
 @dataclass(kw_only=True)
@@ -72,29 +74,30 @@ def parse_args(argv=None) -> Options:
 @dataclass(frozen=True)
 class Joined:
     """A rank in its job: who it is, its node, its device and threads, the decision that chose
-    them (every rank's view of its GPUs, by UUID: lab.gpus) and the group its DDP uses."""
+    them (the course's one device rule, `device.plan_ranks`, on every rank's view of its GPUs)
+    and the group its DDP uses."""
 
     env: distributed.DistEnv
     node: str
     device: torch.device
     threads: int
-    plan: gpus.Plan
+    plan: devices.DevicePlan
     views: list
     group: object = None  # an NCCL group beside the default gloo one, or None: the default
 
 
 def join(args) -> Joined:
     """Join the job over gloo (every rank can), learn what every task sees, then decide each
-    rank's GPU and the job's backend the same way on every rank (`gpus.plan`): nccl, in a group
-    of its own, when every rank has a GPU of its own (per-task binding, or the node's GPUs all
-    visible); else gloo, and the line says why."""
+    rank's GPU and the job's backend the same way on every rank (`device.plan_ranks`, the
+    course's one rule): nccl, in a group of its own, where every rank has a GPU of its own that
+    its node's other ranks can reach; else gloo, and the line says why and what to ask for."""
     env = distributed.DistEnv.from_environ()
-    node = staging.node_name(os.environ)
+    node = node_name(os.environ)
     distributed.init_process_group("gloo", env, timeout=args.timeout, device=torch.device("cpu"))
     use_gpus = not args.disable_cuda and os.environ.get(DEVICE_VARIABLE) != "cpu"
-    views = measure.gather(gpus.this_task(node, env.local_rank, use_gpus).as_dict())
-    plan = gpus.plan([gpus.View.from_dict(v) for v in views], env.rank)
-    device, group = torch.device(plan.device), None
+    views = measure.gather(devices.this_task(node, env.local_rank, use_gpus).as_dict())
+    plan = devices.plan_ranks([devices.TaskView.from_dict(v) for v in views], env.rank)
+    device, group = plan.device, None
     if plan.backend == "nccl":
         torch.cuda.set_device(device)
         group = dist.new_group(backend="nccl")
@@ -109,7 +112,7 @@ def join(args) -> Joined:
     distributed.print_line(
         f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {node}: joined, "
         f"backend {plan.backend}, device {device}, {threads} threads, from {env.source}; "
-        f"CUDA_VISIBLE_DEVICES={visible if visible is not None else '(unset)'}: {plan.note}"
+        f"CUDA_VISIBLE_DEVICES={visible if visible is not None else '(unset)'}: {plan.why}"
     )
     return Joined(env, node, device, threads, plan, views, group)
 
@@ -174,7 +177,7 @@ def measured(args, me: Joined, staged):
     """Train under the CPU, GPU and energy meters; every rank's figures, gathered. A rank
     samples the GPU it trains on, found among nvidia-smi's by its UUID (not GPU 0)."""
     cpu = monitor.cpu_probe(me.threads)
-    index = gpus.nvml_index(me.plan.uuid, nvidia.gpus()) if me.device.type == "cuda" else None
+    index = nvidia.index_of(me.plan.uuid, nvidia.gpus()) if me.device.type == "cuda" else None
     gpu = monitor.gpu_probe(index) if index is not None else None
     meter = EnergyMeter.start(me.device, index=index)
     with monitor.Monitor(gpu or (lambda: {}), interval=0.2) as sampled:

@@ -4,7 +4,6 @@
                       staging step and the study (four shapes, the sweep) with the learner's
                       function and script
     yours.py          the learner's own code taken to the ranks: a function as a module, digests
-    gpus.py           each rank's GPU and the job's backend, from what every task sees (UUIDs)
     scripts.py        the batch scripts: what their srun line starts, what a learner's lacks
     small_files.py    the lab's data set on disk: many small image files, and one archive
     staging.py        staging onto node-local disk once per node; the readings it times

@@ -5,12 +5,13 @@
     cluster.stage_and_measure(launcher, data, out, stage_dataset)   # your staging function
     cluster.study(launcher, scaling_script, data, records, [0.02, 0.1, 0.3])   # your script
 
-The study runs the learner's batch script: on Slurm each shape is one job of it, its size (and
-its GPUs, or none for a CPU run) given to sbatch on the command line, which overrides the
-script's header; the sweep is one throttled array of the same script (--array=0-N%K). Locally,
+The study runs the learner's batch script: on Slurm each shape is one job of it, its size and
+its GPUs (a GPU per task: `--gpus-per-node=N` for N tasks per node) given to sbatch on the
+command line, which overrides the script's header, or, for a CPU run, its CPU variant, which asks
+for no GPU at all; the sweep is one throttled array of the same script (--array=0-N%K). Locally,
 `batch.local_run` starts the program of the script's srun line, one process per rank, as srun
 does, with torchrun's variables, forked from a Python that has imported torch once; two nodes
-are two groups of ranks on this machine, each naming its node (batch.NODE_VARIABLE). Every
+are two groups of ranks on this machine, each naming its node (ranks.NODE_VARIABLE). Every
 record a run writes carries the digest of the script it came from (SCRIPT_VARIABLE), and on
 Slurm each job's name carries it too, so the scheduler's own record (`sacct`) names it.
 """
@@ -27,7 +28,7 @@ from course_utils import batch
 from course_utils.batch import Job, Launcher, Shape
 from course_utils.device import ENV as DEVICE_VARIABLE
 from course_utils.files import atomic_write_text
-from course_utils.lab import yours
+from course_utils.lab import scripts, yours
 from course_utils.lab.scripts import srun_program
 from course_utils.paths import REPO_ROOT
 
@@ -47,11 +48,17 @@ def job_name(name: str, script: str) -> str:
     return f"lab-{name}-{digest(script)[:8]}"
 
 
-def device_options(environ=None) -> tuple[str, ...]:
-    """sbatch options for the job's device: none on GPUs (the script's header asks for one GPU
-    per task), `--gpus-per-task=0` for a CPU run (COURSE_DEVICE=cpu), which asks for no GPU."""
+def cpu_run(environ=None) -> bool:
+    """A CPU run (COURSE_DEVICE=cpu): its jobs ask for no GPU."""
     environ = os.environ if environ is None else environ
-    return ("--gpus-per-task=0",) if environ.get(DEVICE_VARIABLE) == "cpu" else ()
+    return environ.get(DEVICE_VARIABLE) == "cpu"
+
+
+def device_options(text: str, shape: Shape, environ=None) -> tuple[str, ...]:
+    """sbatch options for a job of `text` at `shape`: on GPUs, the script's per-node GPU request
+    sized for the shape's tasks per node (a GPU per task: `--gpus-per-node=2` for 2 tasks per
+    node); none for a CPU run, which submits the script's CPU variant instead."""
+    return () if cpu_run(environ) else scripts.gpu_options(text, shape.per_node)
 
 
 def run_environ(script: str, environ=None) -> dict[str, str]:
@@ -89,20 +96,28 @@ def _run_all(tasks, at_once: int, logs: Path) -> list[Job]:
 
 def _submit(name, script: Path, args, shape, logs, timeout=600, array=None, options=()) -> Job:
     """`batch.submit` of `script`, named for its digest, with the digest in the job's
-    environment (the records carry it); the Job is named `name` (its log <logs>/<name>.log)."""
+    environment (the records carry it), its GPUs sized for `shape`; a CPU run submits the
+    script's CPU variant (`scripts.cpu_variant`, written beside the logs). The Job is named
+    `name` (its log <logs>/<name>.log)."""
     text = script.read_text()
+    submitted, said = script, ""
+    if cpu_run():
+        submitted = atomic_write_text(
+            Path(logs) / f"{script.stem}-cpu.sh", scripts.cpu_variant(text)
+        )
+        said = f"COURSE_DEVICE=cpu: submitted {submitted.name}, {script.name} without GPUs\n"
     job = batch.submit(
-        script,
+        submitted,
         args,
         name=job_name(name, text),
         logs=logs,
         shape=shape,
         timeout=timeout,
         array=array,
-        options=(*device_options(), *options),
+        options=(*device_options(text, shape), *options),
         environ=run_environ(text),
     )
-    return dataclasses.replace(job, name=name)
+    return dataclasses.replace(job, name=name, output=said + job.output)
 
 
 def _local(name, script: str, args, shape, threads, timeout=300) -> Job:

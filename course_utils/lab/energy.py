@@ -130,7 +130,7 @@ class EnergyMeter:
     @classmethod
     def start(cls, device, rapl_root: Path = RAPL_ROOT, index: int | None = None) -> EnergyMeter:
         """Start counting for `device`; `index`: its NVML number where the caller matched it by
-        UUID (lab.gpus.nvml_index), else PyTorch's mapping (`nvml_index`)."""
+        UUID (nvidia.index_of), else PyTorch's mapping (`nvml_index`)."""
         import torch
 
         device = torch.device(device)

@@ -26,14 +26,21 @@ class Row:
     name: str
     nodes: int
     ranks: int
-    throughput: float  # images/s of the whole job
-    step_time: float  # seconds, median
+    throughput: float  # images/s of the whole job: its timed images over the slowest rank's time
+    step_time: float  # seconds: the largest of the ranks' median steps
     communication_share: float
     speedup: float
     efficiency: float
     joules: float | None = None  # the run's energy, where the hardware reported it
     energy_source: str = "not reported"  # "nvml", "rapl" or "not reported"
     images: int = 0  # images the run's timed steps trained (all ranks)
+    per_step: int = 0  # images one step trains (all ranks: ranks x batch per rank)
+
+    @property
+    def mean_step(self) -> float:
+        """Seconds: the slowest rank's time for its timed steps over their number, the step
+        the throughput is made of (images/s = per_step / mean_step)."""
+        return self.per_step / self.throughput
 
     @property
     def hours(self) -> float:
@@ -92,6 +99,7 @@ def scaling_rows(records: list[dict]) -> list[Row]:
                 energy.get("joules"),
                 energy.get("source", NOT_REPORTED),
                 c["batch_per_rank"] * c["steps"] * c["ranks"],
+                c["batch_per_rank"] * c["ranks"],
             )
         )
     return sorted(rows, key=lambda row: (row.ranks, row.nodes))
@@ -179,13 +187,23 @@ def jobs_table(jobs: list[tuple[str, accounting.Efficiency]]) -> str:
     return text_table(header, body)
 
 
+TABLE_KEY = (
+    "img/step: the images of one step, all ranks; mean ms: the slowest rank's time for its timed\n"
+    "steps over their number, so images/s = img/step / mean; median ms: the largest of the\n"
+    "ranks' median steps (a median leaves out a slow step)"
+)
+
+
 def table(rows: list[Row]) -> str:
+    """The runs side by side, with a key that says which rank's time each column is."""
     header = [
         "run",
         "nodes",
         "ranks",
+        "img/step",
+        "mean ms",
         "images/s",
-        "step ms",
+        "median ms",
         "comm %",
         "speed-up",
         "efficiency",
@@ -199,8 +217,10 @@ def table(rows: list[Row]) -> str:
             r.name,
             r.nodes,
             r.ranks,
+            r.per_step,
+            round(r.mean_step * 1e3, 1),
             round(r.throughput),
-            r.step_time * 1e3,
+            round(r.step_time * 1e3, 1),
             round(100 * r.communication_share),
             round(r.speedup, 2),
             f"{r.efficiency:.0%}",
@@ -211,7 +231,7 @@ def table(rows: list[Row]) -> str:
         ]
         for r in rows
     ]
-    return text_table(header, body)
+    return f"{text_table(header, body)}\n{TABLE_KEY}"
 
 
 def energy_text(row: Row) -> str:

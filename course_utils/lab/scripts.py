@@ -3,6 +3,13 @@ rules a scaling job's script keeps (exercise 10.2's check applies them; run them
 
     scripts.srun_program(text, args, threads)    # ("course_utils.jobs.lab_train", [...])
     scripts.scaling_script_problems(text)         # [] for slurm/lab_scaling.sh
+    scripts.gpu_options(text, per_node=2)         # ("--gpus-per-node=2",): a GPU per task
+    scripts.cpu_variant(text)                     # the same script asking for no GPU
+
+Where Slurm confines devices, a task bound to its own GPU (`--gpus-per-task` alone) cannot
+reach its neighbours' GPUs, and NCCL fails within a node (`device.plan_ranks` says so at run
+time): the scripts ask `--gpus-per-node` with a task per GPU, or `--gpus-per-task` with
+`--gpu-bind=none` or srun's `--gres-flags=allow-task-sharing`.
 """
 
 from __future__ import annotations
@@ -67,8 +74,10 @@ def srun_program(script: str, args: list[str], threads: int) -> tuple[str, list[
 
 
 def header_problems(text: str) -> list[str]:
-    """The header: one task of a GPU's CPUs (the set's sizes come from sbatch's options), one
-    GPU per task, at most 15 minutes, a log per job."""
+    """The header: one task of a GPU's CPUs (the set's sizes come from sbatch's options), memory
+    (the lab reads each job's memory efficiency against it), at most 15 minutes. The job's name
+    and log are the study's to give (`batch.submit` names each job for the script's digest and
+    collects its log), so the header need not say them."""
     try:
         r = sbatch.read_request(text)
     except ValueError as e:
@@ -83,43 +92,136 @@ def header_problems(text: str) -> list[str]:
         problems.append(
             f"--cpus-per-task={hpc.CPUS_PER_GPU} (a GPU's bundle), got {r.cpus_per_task}"
         )
-    if o.get("--gpus-per-task") != "1":
-        problems.append(f"--gpus-per-task=1 in the header, got {o.get('--gpus-per-task')}")
+    if not any(o.get(m) for m in MEMORY):
+        problems.append(
+            "memory asked for (--mem-per-cpu=1G, or --mem: sacct's memory efficiency is the "
+            "peak over what the job asked for), got none"
+        )
     if r.minutes is None or not 0 < r.minutes <= 15:
         problems.append(f"a --time of at most 15 minutes, got {o.get('--time')}")
-    if "%j" not in o.get("--output", ""):
+    return problems
+
+
+# ---- the GPUs: a task per GPU, and every task able to reach its node's GPUs ------------------
+
+MEMORY = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
+PER_NODE = ("--gpus-per-node", "--gres")  # GPUs counted per node: the study sizes them per shape
+CONFINED = (
+    "where Slurm confines devices (ConstrainDevices=yes, usual at GPU centres) a task bound to "
+    "GPUs of its own cannot reach its neighbours' over CUDA IPC, and NCCL's path within the "
+    "node fails with it"
+)
+
+
+def _code(text: str) -> str:
+    """The script without its comments (an #SBATCH line is an option, not a comment)."""
+    return "\n".join(
+        line if line.lstrip().startswith("#SBATCH") else line.split("#", 1)[0]
+        for line in text.splitlines()
+    )
+
+
+def gpu_binds(text: str) -> list[str]:
+    """The --gpu-bind values the header and the srun line give (`verbose,` aside)."""
+    binds = re.findall(r"--gpu-bind[= ]\s*(\S+)", _code(text))
+    return [b.strip("'\"").removeprefix("verbose,") for b in binds]
+
+
+def shares_tasks_gpus(text: str) -> bool:
+    """srun --gres-flags=allow-task-sharing: every task may use the job's GPUs on its node."""
+    return any("allow-task-sharing" in line for line in srun_lines(_code(text)))
+
+
+def gpu_problems(text: str) -> list[str]:
+    """A task per GPU that can reach its node's GPUs: `--gpus-per-node=1` for the header's one
+    task (the study gives --gpus-per-node=N with N tasks per node); `--gpus-per-task=1` only with
+    --gpu-bind=none or srun's --gres-flags=allow-task-sharing; no other --gpu-bind."""
+    try:
+        o = sbatch.parse_header(text)
+    except ValueError:
+        return []  # header_problems says it
+    asked = {k: v for k, v in o.items() if k in (*PER_NODE, "--gpus-per-task", "--gpus")}
+    binds, problems = gpu_binds(text), []
+    if any("allow-task-sharing" in v for v in o.values()):
         problems.append(
-            f"an --output with %j (each job of the set its own log), got {o.get('--output')}"
+            "--gres-flags=allow-task-sharing on the srun line (the option is srun's: in the "
+            "header it does not reach the tasks), got it in the header"
+        )
+    for bind in binds:
+        if bind != "none":
+            problems.append(
+                f"no --gpu-bind={bind}: a binding gives each task GPUs of its own, and {CONFINED}"
+                f" (only --gpu-bind=none, which undoes it, is kept), got --gpu-bind={bind}"
+            )
+    if list(asked) == ["--gpus-per-task"]:
+        if asked["--gpus-per-task"] != "1":
+            problems.append(f"--gpus-per-task=1, got --gpus-per-task={asked['--gpus-per-task']}")
+        elif "none" not in binds and not shares_tasks_gpus(text):
+            problems.append(
+                "--gpus-per-node=1 (a GPU per task; the study gives --gpus-per-node=N with N "
+                "tasks per node), or --gpus-per-task=1 with srun --gpu-bind=none or "
+                "--gres-flags=allow-task-sharing (Slurm 23.11 and later): --gpus-per-task alone "
+                f"binds each task to its own GPU, and {CONFINED}, got --gpus-per-task=1 alone"
+            )
+        return problems
+    per_node = [sbatch.gpus_in(v if k == "--gres" else f"gpu:{v}") for k, v in asked.items()]
+    if len(asked) != 1 or list(asked)[0] not in PER_NODE or per_node != [1]:
+        got = " ".join(f"{k}={v}" for k, v in asked.items()) or "no GPU request"
+        problems.append(
+            "--gpus-per-node=1 in the header (a GPU per task for its one task; the study gives "
+            f"--gpus-per-node=N with N tasks per node), got {got}"
         )
     return problems
 
 
-def gpu_bind_problems(body: str) -> list[str]:
-    """An explicit --gpu-bind other than per_task: it overrides the binding --gpus-per-task=1
-    implies (Slurm 21.08 and newer: each task bound to one GPU of its own)."""
-    binds = re.findall(r"--gpu-bind[= ]\s*(\S+)", body)
-    wrong = [b.strip("'\"") for b in binds if not b.strip("'\"").startswith("per_task")]
-    if not wrong:
-        return []
-    return [
-        f"no --gpu-bind={wrong[0]}: --gpus-per-task=1 already binds each task to one GPU of its "
-        "own (Slurm's per_task binding), and an explicit --gpu-bind overrides that (closest may "
-        "give a task every GPU of its NUMA domain), got --gpu-bind=" + wrong[0]
-    ]
+def gpu_options(text: str, per_node: int) -> tuple[str, ...]:
+    """sbatch options that size a script's GPU request for `per_node` tasks per node: its
+    per-node request (--gpus-per-node, --gres=gpu) times the tasks; --gpus-per-task scales by
+    itself; a script that asks for no GPU gets none."""
+    try:
+        o = sbatch.parse_header(text)
+    except ValueError:
+        return ()
+    if "--gpus-per-node" in o:
+        kind = o["--gpus-per-node"].rpartition(":")[0]
+        count = sbatch.gpus_in(f"gpu:{o['--gpus-per-node']}") * per_node
+        return (f"--gpus-per-node={kind + ':' if kind else ''}{count}",)
+    if sbatch.gpus_in(o.get("--gres", "")):
+        return (f"--gres=gpu:{sbatch.gpus_in(o['--gres']) * per_node}",)
+    return ()
+
+
+GPU_WORDS = re.compile(
+    r"\s(--(gpus-per-node|gpus-per-task|gpus|gpu-bind|gres-flags)[= ]\s*\S+"
+    r"|--gres[= ]\s*gpu\S*|-G\s*\S+)"
+)
+
+
+def cpu_variant(text: str) -> str:
+    """The script with every GPU option left out (the #SBATCH lines that ask for GPUs, srun's
+    GPU words): a CPU run asks for no GPU at all, since a cluster without GPUs configured
+    (no GresTypes=gpu) may refuse even --gpus-per-node=0."""
+    lines = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#SBATCH") and GPU_WORDS.search(
+            " " + line.split("#SBATCH", 1)[1]
+        ):
+            continue
+        if line.lstrip().startswith("srun"):
+            line = GPU_WORDS.sub("", line)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 def body_problems(text: str) -> list[str]:
     """The body: the site settings, and one srun line that gives each task its CPUs and starts
-    the lab's program with the script's arguments; its tasks keep the per-task GPU binding the
-    job's --gpus-per-task=1 implies (no --gpu-bind that overrides it)."""
+    the lab's program with the script's arguments."""
     lines = srun_lines(text)
     if len(lines) != 1:
         return [f"one srun line, got {len(lines)}"]  # the rule of every script in slurm/
     srun, problems = lines[0], []
     if not any(c in srun for c in CPUS):
         problems.append(f'srun given the CPUs per task (-c "$SLURM_CPUS_PER_TASK"), got {srun!r}')
-    body = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
-    problems += gpu_bind_problems(body)
     if not any(
         line.strip().startswith("source") and "config.sh" in line for line in text.splitlines()
     ):
@@ -135,4 +237,4 @@ def body_problems(text: str) -> list[str]:
 
 def scaling_script_problems(text: str) -> list[str]:
     """What keeps `text` from being lesson 10's scaling script, each as "X, got Y"."""
-    return header_problems(text) + body_problems(text)
+    return header_problems(text) + gpu_problems(text) + body_problems(text)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tarfile
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.files import atomic_write, atomic_write_text, exclusive_lock
+from course_utils.ranks import node_name
 
 BASE_VARIABLES = ("SLURM_TMPDIR", "TMPDIR")  # in the order they are tried
 FALLBACK = "/tmp"
@@ -67,13 +67,6 @@ def local_base(environ: Mapping[str, str]) -> Base:
             )
         return Base(Path(value), name)
     return Base(Path(FALLBACK), FALLBACK)
-
-
-def node_name(environ: Mapping[str, str]) -> str:
-    """This node's name: the local emulation's, else Slurm's (SLURMD_NODENAME), else the host's."""
-    from course_utils.batch import NODE_VARIABLE  # here: the copy checks import no launcher
-
-    return environ.get(NODE_VARIABLE) or environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def job_environ(environ: Mapping[str, str]) -> dict[str, str]:

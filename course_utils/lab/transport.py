@@ -6,7 +6,8 @@ With `NCCL_DEBUG=INFO`, NCCL prints one line per channel and peer naming the tra
     host:pid:tid [dev] NCCL INFO Channel 00/0 : 1[1] -> 2[0] [send] via NET/IB/0/GDRDMA
 (formats of NCCL 2.30.7's src/transport/p2p.cc, net.cc and src/debug.cc: nccl_excerpts says
 more). A network plugin names itself in place of IB or Socket: aws-ofi-nccl (AWS EFA, HPE
-Slingshot) writes "via NET/Libfabric/0/GDRDMA" ("AWS Libfabric" before its v1.13); `diagnose`
+Slingshot) writes "via NET/Libfabric/0/GDRDMA" ("via NET/AWS Libfabric/1(2)/GDRDMA/Shared" up to
+its v1.12: a name with a space); its own lines start "NET/OFI", which names no link. `diagnose`
 answers "plugin" for such a link, and `network_plugin` names it. gloo prints nothing of the
 kind, so the course's programs print, per peer, the TCP connection gloo opened, as the operating
 system sees it (`gloo_lines`, in the format of `GLOO_LINE`).
@@ -32,7 +33,7 @@ KINDS = {
     "plugin": "a network plugin of NCCL's (aws-ofi-nccl's Libfabric on EFA or Slingshot, ...): "
     "its own log lines say which fabric, and /GDRDMA whether GPUDirect RDMA is on",
 }
-TAUGHT = ("p2p", "shm", "ib-gdr", "ib", "socket")  # what exercise 10.3 names
+TAUGHT = ("p2p", "shm", "ib-gdr", "ib", "socket", "plugin")  # what exercise 10.3 names
 # slowest first: across nodes the slowest known kind decides; a plugin's speed is its fabric's
 NETWORK_ORDER = ("socket", "ib", "ib-gdr", "plugin")
 NODE_ORDER = ("shm", "p2p")

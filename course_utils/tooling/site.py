@@ -30,8 +30,9 @@ from urllib.parse import quote, urlencode
 import nbformat
 
 from course_utils.files import atomic_write, write_text_if_changed
+from course_utils.grading.notebooks import course_meta, release_notebook
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta, release_notebook, solution_paths
+from course_utils.tooling.release import solution_paths
 
 SETTINGS_FILE = REPO_ROOT / "site" / "site.toml"
 SLURM_NAME = re.compile(r"\bslurm/([\w.-]+\.sh)\b")

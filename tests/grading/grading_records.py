@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import nbformat
 
 from course_utils.grading.exercises import held_out_cases, parse_results
-from course_utils.grading.grader.judging import Judge
+from course_utils.grading.judge.beside import Judge, Verdicts
 from course_utils.grading.runner.kernel_watch import KernelDied
 from course_utils.grading.runner.nbval_record import cell_record
 from course_utils.grading.runner.nbval_runner import Run
@@ -76,7 +76,7 @@ def run_of(*records: dict, timed_out: bool = False, returncode: int | None = 0) 
 
 
 class FakeJudge:
-    """Stands in for `judging.judge_beside` (no judge process starts): an honest kernel's judge,
+    """Stands in for `beside.judge_beside` (no judge process starts): an honest kernel's judge,
     whose verdict for each exercise is what its check cell printed (`said`, which a fake runner
     fills), with every held-out case passed for a passing check in a grade with a seed.
     `overrule` gives the judge's own verdict line for an exercise instead (a forged "passed")."""
@@ -99,12 +99,12 @@ class FakeJudge:
         self._here.said = value
 
     @contextlib.contextmanager
-    def __call__(self, seed, limits):
+    def __call__(self, seed, limits, lessons=()):
         self.seeds.append(seed)
         self.said = {}
-        judge = Judge(Path("/nonexistent/judge.sock"))
+        judge = Judge(Path("/nonexistent/judge.sock"), runner_end=None)
         yield judge
-        judge.verdicts = {**verdicts_from(self.said, seed), **self.overrule}
+        judge.verdicts = Verdicts({**verdicts_from(self.said, seed), **self.overrule})
 
 
 def verdicts_from(said: dict[str, str], seed: int | None) -> dict[str, dict]:

@@ -10,8 +10,9 @@ from collections import Counter
 import nbformat
 import pytest
 
+from course_utils.grading.notebooks import DOES, course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import DOES, course_meta, solution_paths
+from course_utils.tooling.release import solution_paths
 
 AT_LEAST_IN_ALL, AT_LEAST_RUN, AT_MOST_CODE = 40, 20, 16
 

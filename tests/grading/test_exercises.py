@@ -107,3 +107,22 @@ def test_a_checker_module_that_does_not_load_costs_only_its_lesson(monkeypatch):
     result = exercises.run_check("42.1", lambda: None)
     assert result.message == "not graded: its checker did not load (SyntaxError: invalid syntax)"
     assert exercises.run_check("01.4", lambda x: 3 * x**2 + 2).passed
+
+
+def test_the_catalog_reads_what_the_checkers_register():
+    """catalog.py reads the checker modules without importing them (the grader and the release
+    stay torch-free); what it reads is what importing them registers."""
+    from course_utils.grading.catalog import catalog
+
+    registered = grading.registry()
+    assert list(catalog()) == list(registered)
+    for ex_id, entry in catalog().items():
+        ex = registered[ex_id]
+        declared = (entry.title, entry.points, entry.allows, entry.reference, entry.held_out)
+        assert declared == (
+            ex.title,
+            ex.points,
+            ex.allows,
+            ex.reference,
+            grading.held_out_cases(ex_id),
+        )

@@ -54,10 +54,12 @@ def test_limits_from_args_names_the_option_and_the_fix(wrong, says):
 
 def test_check_sandbox_refuses_with_the_reason(monkeypatch, tmp_path):
     limits = command.limits_from_args(args())
-    monkeypatch.setattr(sandbox, "problem", lambda max_procs: "bwrap is not found on PATH: fix")
+    monkeypatch.setattr(
+        sandbox, "problem", lambda max_procs, **kw: "bwrap is not found on PATH: fix"
+    )
     with pytest.raises(ValueError, match="cannot grade in a sandbox: bwrap is not found"):
         command.check_sandbox(limits, [tmp_path])
-    monkeypatch.setattr(sandbox, "problem", lambda max_procs: None)
+    monkeypatch.setattr(sandbox, "problem", lambda max_procs, **kw: None)
     command.check_sandbox(limits, [tmp_path])  # nothing in the way
     visible, _ = sandbox.visible_paths()
     with pytest.raises(ValueError, match="it must stay hidden"):
@@ -68,7 +70,7 @@ def test_check_sandbox_refuses_with_the_reason(monkeypatch, tmp_path):
 JUDGE = FakeJudge()
 
 
-def fake_runner(notebook, name, limits, variables=None, sockets=None):
+def fake_runner(notebook, name, limits, variables=None, sockets=None, announce=None, masked=()):
     """Every cell ran; each check printed its solution's verdict, but 01.3's said failed; the
     judge (JUDGE) decided as they printed, the held-out cases of the passing checks passed."""
     records = []

@@ -34,7 +34,7 @@ def square_check(square):
 def squares(monkeypatch):
     """01.1 as a made-up exercise, with 3 held-out squares cases, for the length of a test (the
     registry is restored): the real 01.1 measures timings, which this test has no use for."""
-    exercises._load_checkers()
+    exercises.load_checkers()
     made_up = exercises.Exercise("01.1", "square", 1, square_check)
     monkeypatch.setitem(exercises._REGISTRY, "01.1", made_up)
     monkeypatch.setitem(exercises._HELD_OUT, "01.1", HeldOut("01.1", 3, squares_case))

@@ -1,7 +1,7 @@
-"""judge_plugin: what the notebook lanes require of the judge's verdicts (the lanes themselves run
-the plugin: make test-solutions, make test-notebooks, make test-torch-min)."""
+"""judge/plugin.py: what the notebook lanes require of the judge's verdicts (the lanes
+themselves run the plugin: make test-solutions, make test-notebooks, make test-torch-min)."""
 
-from course_utils.grading import judge_plugin
+from course_utils.grading.judge import plugin as judge_plugin
 from course_utils.paths import REPO_ROOT
 
 

@@ -7,8 +7,8 @@ import nbformat
 import pytest
 
 from course_utils.grading import lesson_exercises, registry
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 ROOT = REPO_ROOT
 SOLUTIONS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))

@@ -39,7 +39,9 @@ class Runner:
         self.runs, self.broken = 0, False
         self.judge = FakeJudge()
 
-    def __call__(self, notebook, name, limits, variables=None, sockets=None):
+    def __call__(
+        self, notebook, name, limits, variables=None, sockets=None, announce=None, masked=()
+    ):
         self.runs += 1
         if self.broken:
             raise RuntimeError("a bug in the grader")
@@ -179,7 +181,9 @@ def test_a_node_that_cannot_sandbox_fails_its_task_with_the_reason(
     tmp_path, cluster, monkeypatch, capsys
 ):
     make_class(tmp_path / "subs", ("ann", "bo"))
-    monkeypatch.setattr(sandbox, "problem", lambda max_procs: "bubblewrap (bwrap) is not found")
+    monkeypatch.setattr(
+        sandbox, "problem", lambda max_procs, **kw: "bubblewrap (bwrap) is not found"
+    )
     argv = [
         "grade",
         str(tmp_path / "subs"),

@@ -5,9 +5,9 @@ import copy
 import nbformat
 from nbval.plugin import coalesce_streams
 
+from course_utils.grading.notebooks import course_meta
 from course_utils.grading.runner import outputs
 from course_utils.paths import REPO_ROOT, SANITIZE_FILE
-from course_utils.tooling.release import course_meta
 
 RULES = outputs.sanitize_rules(SANITIZE_FILE)
 

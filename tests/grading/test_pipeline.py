@@ -34,7 +34,9 @@ class FakeRunner:
         self.lesson, self.said, self.log, self.calls = lesson, said or {}, log, []
         self.sockets, self.judge = [], judge
 
-    def __call__(self, notebook, name, limits, variables=None, sockets=None):
+    def __call__(
+        self, notebook, name, limits, variables=None, sockets=None, announce=None, masked=()
+    ):
         self.calls.append((notebook, name, limits))
         self.sockets.append(sockets)
         records = []
@@ -81,7 +83,8 @@ def test_a_full_submission_earns_every_point_and_keeps_its_log(
     [(notebook, name, limits)] = runner.calls
     assert name == "01_grading.ipynb" and limits is LIMITS
     assert all(c.get("outputs", []) == [] for c in notebook.cells)  # no reference goes in
-    assert runner.sockets == [{"COURSE_JUDGE": pathlib.Path("/nonexistent/judge.sock")}]
+    door = pathlib.Path("/nonexistent/judge.sock")
+    assert runner.sockets == [{"COURSE_JUDGE": door, "COURSE_WITNESS": door}]
     assert judge.seeds == [None]  # no seed: no held-out cases
 
 

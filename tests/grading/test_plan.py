@@ -8,8 +8,8 @@ import pytest
 
 from course_utils.grading.grader import plan as plans
 from course_utils.grading.grader.plan import FRESH_CHECK, Lesson, build_grading_notebook
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 SOLUTIONS = REPO_ROOT / "solutions"
 
@@ -162,16 +162,10 @@ def test_review_flags_name_the_exercise_and_what_to_read(source, flag):
 
 
 def test_a_flag_an_exercise_calls_for_is_not_raised_and_its_reference_answer_is(monkeypatch):
-    from course_utils.grading import exercises
+    from course_utils.grading.catalog import Entry, catalog
 
-    entry = exercises.registry()["01.4"]
-    monkeypatch.setitem(
-        exercises._REGISTRY,
-        "01.4",
-        exercises.Exercise(
-            "01.4", entry.title, 1, entry.checker, ("starts processes",), (r"grad_reference\(",)
-        ),
-    )
+    declared = Entry("01.4", "a gradient", 1, ("starts processes",), (r"grad_reference\(",))
+    monkeypatch.setitem(catalog(), "01.4", declared)
     honest = "import subprocess\nsubprocess.run(['true'])"
     assert plans.review_flags({"01.4": honest}) == []
     lazy = plans.review_flags({"01.4": "return grad_reference(x)"})
@@ -185,3 +179,51 @@ def test_review_flags_are_sorted_by_exercise_and_do_not_touch_points(lesson):
     plan = build_grading_notebook(lesson, nb)
     assert plan.flags == ["01.1: starts processes", "01.4: exits or kills the process"]
     assert plan.points == {"01.1": 1, "01.2": 1, "01.3": 1, "01.4": 1}
+
+
+@pytest.mark.parametrize(
+    "source, flag",
+    [
+        ("m = __name__\nf = getattr(obj, 'ch' + 'eck')", "reaches names built at run time"),
+        ("name = 'x'\ngetattr(mod, name)", "reaches names built at run time"),
+        ("vars(mod)['ch' + 'eck'] = f", "reaches names built at run time"),
+        ("globals()['check'] = f", "reaches names built at run time"),
+        ("mod.__dict__['check'] = f", "reaches names built at run time"),
+        ("import pkgutil\npkgutil.resolve_name(s)", "reaches names built at run time"),
+        ("from importlib import import_module as im\nim(s)", "reaches names built at run time"),
+        ("import sys\nsys.audit('x')", "reaches names built at run time"),
+        ("import ctypes", "reaches into frames or globals"),
+        ("try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame.f_back",
+         "reaches into frames or globals"),
+        ("import torch\ntorch.Tensor.data_ptr = lambda self: 0", "replaces a library's names"),
+        ("import numpy as np\nsetattr(np, 'allclose', f)", "replaces a library's names"),
+        ("import threading\nthreading.Thread(target=f)", "opens sockets or threads of its own"),
+        ("import socket\nsocket.socket(socket.AF_UNIX)", "opens sockets or threads of its own"),
+        ("from course_utils import grading as g", "touches the grading machinery"),
+        ("import course_utils.grading.judge.kernel", "touches the grading machinery"),
+        ("x = 'course_utils.gra' 'ding'", "touches the grading machinery"),
+    ],
+)  # fmt: skip
+def test_the_code_flags_see_names_that_text_does_not(source, flag):
+    assert f"01.2: {flag}" in plans.review_flags({"01.2": source})
+
+
+def test_the_course_s_own_answer_is_flagged_under_any_name(monkeypatch):
+    from course_utils.grading.catalog import Entry, catalog
+
+    monkeypatch.setitem(
+        catalog(), "01.4", Entry("01.4", "a gradient", 1, (), (r"round_to_tf32\(",))
+    )
+    aliased = (
+        "from course_utils import precision as p\ndef g(x):\n    f = p.round_to_tf32\n"
+        "    return f(x)"
+    )
+    renamed = (
+        "from course_utils.precision import round_to_tf32 as tidy\ndef g(x):\n    return tidy(x)"
+    )
+    for source in (aliased, renamed):
+        assert plans.review_flags({"01.4": source}) == [
+            "01.4: calls the course's own answer (round_to_tf32\\()"
+        ]
+    own = "def round_it(x):\n    return x"
+    assert plans.review_flags({"01.4": own}) == []

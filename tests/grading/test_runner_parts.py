@@ -40,6 +40,7 @@ def test_a_run_as_the_grader_s_user_lives_in_the_notebook_s_folder(tmp_path, mon
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "-p"] == [
         "course_utils.grading.runner.nbval_record",
         "course_utils.grading.runner.kernel_watch",
+        "course_utils.grading.runner.announce",
         "no:cacheprovider",
     ]
     assert "--nbval-cell-timeout=7.5" in argv and "--nbval" in argv

@@ -37,7 +37,7 @@ def judge(exercise, check, judged="as printed"):
     what the check cell printed is what the judge sent it)."""
     if judged == "as printed":
         judged = verdicts_from({"01.1": check["stdout"]}, None).get("01.1") if check else None
-    return verdicts.judge("01.1", "flatten", 2, exercise, check, 10, judged)
+    return verdicts.exercise_grade("01.1", "flatten", 2, exercise, check, 10, judged)
 
 
 def test_a_passed_check_earns_the_points():

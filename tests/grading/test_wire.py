@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.grading import wire
+from course_utils.grading.judge import wire
 
 
 def roundtrip(value):
@@ -89,6 +89,6 @@ def test_a_crafted_pickle_runs_nothing(tmp_path):
 
 
 def test_a_flood_is_refused_before_it_is_read(monkeypatch):
-    monkeypatch.setattr(wire, "MAX_BYTES", 100)
+    monkeypatch.setattr(wire, "MAX_PAYLOAD", 100)
     with pytest.raises(wire.NotPlain, match="over the 100 a check reads"):
         wire.decode(b"x" * 101)

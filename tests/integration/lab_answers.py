@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nbformat
 
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 NOTEBOOK = REPO_ROOT / "solutions" / "10_cluster_lab.ipynb"
 # What the notebook's first cell imports and the exercise cells use.

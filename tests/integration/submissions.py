@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 
 from course_utils.cli import main
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 
 def notebook_path(lesson: str, folder: str = "notebooks") -> Path:

@@ -101,8 +101,9 @@ HOSTILE = {
                 os._exit(0)
             """,
     },
-    # the batch shell never gets USR1: 05.1 honest (one point), 05.3 must fail
-    "signal_without_b": {
+    # a warning the job's commands do not trap (bash dies of it): 05.1 honest (one point), 05.3
+    # must fail
+    "signal_untrapped": {
         "05.1": None,  # the solution's
         "05.3": None,
     },
@@ -114,8 +115,8 @@ def _hostile_notebook(name: str):
 
     import nbformat
 
+    from course_utils.grading.notebooks import course_meta
     from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import course_meta
 
     solution = nbformat.read(REPO_ROOT / "solutions" / "05_distributed_data_parallel.ipynb", 4)
     exercises = [c for c in solution.cells if course_meta(c).get("role") == "exercise"]
@@ -127,8 +128,10 @@ def _hostile_notebook(name: str):
             continue
         code = HOSTILE[name][meta["exercise"]]
         source = answers[meta["exercise"]] if code is None else textwrap.dedent(code)
-        if name == "signal_without_b":
-            source = source.replace("--signal=B:USR1", "--signal=USR1")
+        if name == "signal_untrapped" and meta["exercise"] == "05.3":
+            time_line = 'f"#SBATCH --time={hours:02d}:{minutes:02d}:00",'
+            assert time_line in source
+            source = source.replace(time_line, f'{time_line} "#SBATCH --signal=B:USR1@60",')
         cell.source = source
     return nb
 
@@ -162,5 +165,5 @@ def test_forged_runs_earn_nothing_in_the_sandbox(hostile_gradebook):
     forged = rows["prints_and_exits"]
     assert (forged["05.1"], forged["05.3"], forged["total"]) == ("0", "0", "0")
     assert "exits or kills the process" in forged["flags"]
-    signal = rows["signal_without_b"]
+    signal = rows["signal_untrapped"]
     assert (signal["05.1"], signal["05.3"], signal["flags"]) == ("1", "0", "")

@@ -53,7 +53,7 @@ def test_lesson_01_under_nbval_in_the_image(tmp_path):
     Python as the kernel and every check through the judge (as make test-solutions runs it)."""
     pytest_in_image = (
         "cp /opt/course/solutions/01_tensors.ipynb . && python3 -m pytest -p no:cacheprovider "
-        "-p course_utils.grading.runner.kernel_watch -p course_utils.grading.judge_plugin "
+        "-p course_utils.grading.runner.kernel_watch -p course_utils.grading.judge.plugin "
         "--course-judge=pass --nbval --nbval-current-env --nbval-cell-timeout=300 "
         "--nbval-sanitize-with /opt/course/course_utils/grading/sanitize.cfg 01_tensors.ipynb"
     )

@@ -75,7 +75,7 @@ PRINTS_THE_LINE = {  # real processes that say what a healthy run says, without 
     + """
 FAKE = '''
 import os
-from course_utils.grading.checks import lesson09_harness as h
+from course_utils.grading.checks import lesson09_references as h
 if __name__ == "__main__":  # the fork server imports the module first
     seed = int(os.environ["SEED"])
     total = h.trained_sum(seed, 2)

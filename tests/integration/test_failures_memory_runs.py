@@ -14,8 +14,8 @@ from torch.utils.data import DataLoader
 from course_utils import failures, job_memory, processes, shm
 from course_utils.grading import NOT_ATTEMPTED, run_check
 from course_utils.grading.checks import lesson09
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,8 @@ import torch.distributed as dist
 
 from course_utils import batch, failures, flight_recorder, launching, memory, sbatch, stacks
 from course_utils.grading import NOT_ATTEMPTED, run_check
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 
 @pytest.fixture(autouse=True)
@@ -215,7 +215,7 @@ def test_checker_09_3_fails_a_job_of_one_rank_and_a_rank_that_only_prints_the_li
     # A program of the learner's own that prints what a healthy rank prints, and exits.
     (here / "fake_rank.py").write_text(
         "import os\n"
-        "from course_utils.grading.checks import lesson09_harness as h\n"
+        "from course_utils.grading.checks import lesson09_references as h\n"
         "if __name__ == '__main__':  # the fork server imports it first\n"
         "    seed = int(os.environ['SEED'])\n"
         "    total = h.trained_sum(seed, 2)\n"

@@ -14,7 +14,7 @@ from slurm_utils import REPO, cancel, submit, submit_detached, wait_for_text
 
 from course_utils import batch, failures, sbatch, stacks
 from course_utils.grading import run_check
-from course_utils.tooling.release import course_meta
+from course_utils.grading.notebooks import course_meta
 
 CPU = {"COURSE_DEVICE": "cpu"}
 

@@ -32,10 +32,10 @@ import pytest
 from submissions import grade_command
 
 from course_utils.cli import main
+from course_utils.grading.notebooks import course_meta
 from course_utils.grading.runner import cgroups, sandbox
 from course_utils.hpc import allocated_cpus
 from course_utils.paths import PACKAGE_DIR, REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 SOLUTION = REPO_ROOT / "solutions" / "01_tensors.ipynb"
 RELEASE = REPO_ROOT / "notebooks" / "01_tensors.ipynb"

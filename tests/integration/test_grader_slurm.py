@@ -26,8 +26,8 @@ import pytest
 from submissions import grade_command
 
 from course_utils.grading.exercises import held_out_cases
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 pytestmark = [pytest.mark.slurm, pytest.mark.bwrap]
 

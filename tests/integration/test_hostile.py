@@ -23,8 +23,8 @@ import nbformat
 import pytest
 
 from course_utils.cli import main
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.slow]
 RELEASES = {

@@ -1,9 +1,10 @@
 """Lesson 10's jobs on the CI Slurm cluster (`.ci/slurm-cluster.sh start`), end to end, through
 the same functions the notebook calls: the staging step with the solution's function on 2 nodes
 x 2 tasks (one copy per node); the solution's scaling script at 2 nodes x 2 tasks as a GPU job,
-on the cluster's 4 GPUs per node (GRES, no driver: the tasks train on the CPU), so that Slurm's
-own per-task binding answers the lab's GPU decision; the sweep as a CPU job (no GPU asked
-for) in a throttled array; sacct's record of each.
+a GPU per task (--gpus-per-node=2 on sbatch's command line) on the cluster's 4 GPUs per node
+(GRES, no driver: the tasks train on the CPU), so that what Slurm gives each task answers the
+lab's GPU decision; the sweep as a CPU job (the script's CPU variant: no GPU option at all) in a
+throttled array; sacct's record of each.
 
 The jobs are submitted together when the first test needs them (the CPU sweep just after, with
 COURSE_DEVICE=cpu); each test reads its own. One CPU per task: the cluster's nodes share 2 cores.
@@ -15,8 +16,9 @@ import pytest
 from lab_answers import load
 
 from course_utils import accounting, batch
+from course_utils.device import TaskView, plan_ranks
 from course_utils.grading.checks import lesson10
-from course_utils.lab import cluster, gpus, run_records, small_files, staging, transport
+from course_utils.lab import cluster, run_records, small_files, staging, transport
 
 SLURM = batch.Launcher("slurm", "the test asks for it")
 pytestmark = pytest.mark.slurm
@@ -47,7 +49,7 @@ def jobs(tmp_path_factory):
                 script=script,
             )
             done = {"staging": staged.result(), "scaling": scaled.result()}
-        patch.setenv("COURSE_DEVICE", "cpu")  # the CPU variant: sbatch --gpus-per-task=0
+        patch.setenv("COURSE_DEVICE", "cpu")  # the CPU variant: no GPU option at all
         done["sweep"] = cluster.sweep(
             SLURM, data, records, [0.02, 0.1], throttle=2, steps=2, cpus_per_task=1, script=script
         )
@@ -65,26 +67,36 @@ def test_the_learners_staging_function_makes_one_copy_per_node(jobs):
     assert sorted(r["node"] for r in results if "readings" in r) == ["cn1", "cn2"]
 
 
-def test_a_gpu_job_binds_one_gpu_per_task_and_the_lab_decides_nccl(jobs):
-    """The script asks --gpus-per-task=1 and srun no binding of its own: Slurm binds each task
-    to one GPU (CUDA_VISIBLE_DEVICES, one per task, different on a node). The cluster's GPUs
-    have no driver, so the ranks train on the CPU; the lab's decision on the views Slurm gave,
-    with a UUID standing for each GPU, is a GPU of its own per rank, cuda:0, and nccl."""
+def test_a_gpu_job_gives_every_task_its_nodes_gpus_and_the_lab_decides_nccl(jobs):
+    """The script asks --gpus-per-node=1 for its one task; the study asks --gpus-per-node=2 for
+    2 tasks per node. Every task of a node sees both GPUs (CUDA_VISIBLE_DEVICES=0,1), so each
+    rank takes cuda:LOCAL_RANK and can reach the other's. The cluster's GPUs have no driver, so
+    the ranks train on the CPU; the lab's rule on the views Slurm gave, with a UUID standing for
+    each GPU, is a GPU of its own per rank and nccl, whatever Slurm confines."""
     folder, done, text = jobs
     (run,) = done["scaling"]
     assert run.ok, run.tail(30)
     record = next(r for r in run_records.load(folder / "records", "scaling"))
     assert (record["node_names"], record["backend"]) == (["cn1", "cn2"], "gloo")
     seen = {(d["node"], d["local_rank"]): d["visible"] for d in record["devices"]}
-    for node in ("cn1", "cn2"):
-        mine = [seen[(node, 0)], seen[(node, 1)]]
-        assert all(v and "," not in v for v in mine) and mine[0] != mine[1], seen
+    assert set(seen.values()) == {"0,1"}, seen
+    assert {d["node_gpus"] for d in record["devices"]} == {2}
     views = [
-        gpus.View(d["node"], d["local_rank"], (f"GPU-{d['node']}-{d['visible']}",), d["visible"])
+        TaskView(
+            d["node"],
+            d["local_rank"],
+            tuple(f"GPU-{d['node']}-{i}" for i in d["visible"].split(",")),
+            d["visible"],
+            d["node_gpus"],
+            constrained=True,
+        )
         for d in record["devices"]
     ]
-    plans = [gpus.plan(views, rank) for rank in range(4)]
-    assert {(p.device, p.backend) for p in plans} == {("cuda:0", "nccl")}
+    plans = [plan_ranks(views, rank) for rank in range(4)]
+    assert [(str(p.device), p.backend) for p in plans] == [
+        ("cuda:0", "nccl"),
+        ("cuda:1", "nccl"),
+    ] * 2
     (job,) = [s for s in accounting.ended_job_steps(record["label"]["job"]) if not s.is_step]
     assert job.alloc_tres.get("gres/gpu") == "4" and job.name == cluster.job_name("2x2", text)
     assert lesson10._scheduler_says(record, "2x2", text, "2x2") == "sacct"

@@ -4,8 +4,8 @@ import nbformat
 import pytest
 
 from course_utils.cli import main
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import course_meta
 
 
 @pytest.mark.slow  # a lesson checked and graded: about 20 s

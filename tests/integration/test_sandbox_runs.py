@@ -7,6 +7,7 @@ mechanisms that a gradebook cannot show.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -137,3 +138,47 @@ def wait_for(condition, seconds: float) -> bool:
             return False
         time.sleep(0.2)
     return True
+
+
+HIDDEN_PROBE = """
+import importlib, json, os
+import course_utils
+found = {}
+for name in NAMES:
+    try:
+        importlib.import_module(name)
+        found[name] = "imported"
+    except ImportError as e:
+        found[name] = type(e).__name__
+package = os.path.dirname(course_utils.__file__)
+found["checks/"] = sorted(os.listdir(os.path.join(package, "grading", "checks")))
+found["judge/"] = sorted(os.listdir(os.path.join(package, "grading", "judge")))
+print(json.dumps(found))
+"""
+
+
+def test_a_graded_run_cannot_import_the_checkers_nor_read_a_reference(tmp_path):
+    """From inside the sandbox, as a learner's cell would look: the checkers, their references,
+    the judge's own side and the grader are not there; the kernel's end and the probes are."""
+    from course_utils.grading.judge.beside import hidden_in_runs
+    from course_utils.grading.runner import nbval_runner
+    from course_utils.grading.runner.limits import default_limits
+
+    hidden = [
+        "course_utils.grading.checks.lesson01",
+        "course_utils.grading.checks.lesson06_resume",
+        "course_utils.grading.checks.lesson09_references",
+        "course_utils.grading.judge.process",
+        "course_utils.grading.judge.outside",
+        "course_utils.grading.grader.plan",
+    ]
+    shown = ["course_utils.grading.judge.kernel", "course_utils.grading.probes.lesson01"]
+    source = f"NAMES = {hidden + shown!r}\n" + HIDDEN_PROBE
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    limits = default_limits(120, jobs=1, sandbox=True)
+    run = nbval_runner.run_notebook(notebook, "look.ipynb", limits, masked=hidden_in_runs())
+    found = json.loads(run.records[0]["stdout"])
+    assert {name: found[name] for name in hidden} == dict.fromkeys(hidden, "ModuleNotFoundError")
+    assert {name: found[name] for name in shown} == dict.fromkeys(shown, "imported")
+    assert found["checks/"] == []
+    assert found["judge/"] == ["__init__.py", "evidence.py", "kernel.py", "proxies.py", "wire.py"]

@@ -31,7 +31,8 @@ import nbformat
 import needs
 import pytest
 
-from course_utils.tooling.release import BEGIN, END, course_meta, release_notebook, solution_paths
+from course_utils.grading.notebooks import BEGIN, END, course_meta, release_notebook
+from course_utils.tooling.release import solution_paths
 
 SITE = bs.ROOT / "site" / "_build" / "html"
 SOLUTIONS = bs.ROOT / "solutions"

@@ -3,14 +3,9 @@ import shutil
 import nbformat
 import pytest
 
+from course_utils.grading.notebooks import ReleaseError, release_notebook, stub_solution
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import (
-    ReleaseError,
-    plan_release,
-    release,
-    release_notebook,
-    stub_solution,
-)
+from course_utils.tooling.release import plan_release, release
 
 ROOT = REPO_ROOT
 

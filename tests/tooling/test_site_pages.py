@@ -4,9 +4,9 @@ tests/integration/test_site.py)."""
 import nbformat
 import pytest
 
+from course_utils.grading.notebooks import BEGIN, course_meta
 from course_utils.paths import REPO_ROOT
 from course_utils.tooling import site
-from course_utils.tooling.release import BEGIN, course_meta
 
 SOLUTIONS = REPO_ROOT / "solutions"
 README = """\
@@ -142,6 +142,7 @@ def test_the_links_under_a_lesson_s_title():
     nb = _read("05")
     scripts = site.slurm_scripts(nb, REPO_ROOT / "slurm")
     assert [p.name for p in scripts] == [
+        "checkpoint_requeue.sh",  # where a --signal belongs: a script that traps it
         "config.sh",
         "ddp_srun.sh",
         "ddp_torchrun.sh",

@@ -11,12 +11,10 @@ made cold: pages a running process maps stay cached) and the warm import with on
 """
 
 import os
-import shutil
 import sys
-import time
-from pathlib import Path
 
-from course_utils import accounting, batch, import_cost, processes
+from course_utils import accounting, import_cost
+from course_utils.doctor import gpu as gpu_rules
 from course_utils.doctor import versions
 from course_utils.grading import (
     CheckFailed,
@@ -25,51 +23,14 @@ from course_utils.grading import (
     exercise,
     expect,
     held_out,
-    probe,
     run_probe,
 )
 from course_utils.grading.checks import lesson00_script as script_rules
+from course_utils.grading.probes import lesson00 as probes
 
 # What the documentation's cluster needs before `course doctor` (exercise 00.1's visible case).
 DOCUMENTATION_SETUP = "module load python/3.11\nsource ~/venvs/course/bin/activate"
-JOB_FOLDER = "runs/00"  # beside the notebook, as every file a lesson writes
 REPORT_TOPICS = ("python", "pytorch", "torchvision", "slurm job")
-
-
-def this_machine() -> dict:
-    """Where the learner's job runs: this cluster's default partition (or none here) and the
-    line that activates this Python's environment."""
-    partition = "debug"
-    if shutil.which("sinfo"):
-        done = processes.run(["sinfo", "-h", "-o", "%P"], timeout=20)
-        defaults = [p for p in done.stdout.split() if p.endswith("*")] if done.ok else []
-        partition = defaults[0].rstrip("*") if defaults else partition
-    activate = Path(sys.prefix) / "bin" / "activate"
-    setup = f"source {activate}" if activate.exists() else f"export PATH={sys.prefix}/bin:$PATH"
-    return {"partition": partition, "setup": setup}
-
-
-@probe("00.1")
-def _run_the_job(doctor_job, run_doctor_job):
-    """In the learner's process: their script for this machine, run as a job by their function."""
-    here = this_machine()
-    script = doctor_job(here["partition"], here["setup"])
-    folder = Path(JOB_FOLDER)
-    folder.mkdir(parents=True, exist_ok=True)
-    job = run_doctor_job(script, folder)
-    if job is None:
-        raise NotAttempted("run your job first: run_doctor_job must return what batch gave it")
-    if not isinstance(job, batch.Job):
-        return {"kind": type(job).__name__}
-    return {
-        "kind": "Job",
-        "launcher": job.launcher,
-        "job_id": job.job_id,
-        "returncode": job.returncode,
-        "output": job.output[-8000:],
-        "script": script,
-        **here,
-    }
 
 
 def _report_rows(output: str) -> dict[str, str]:
@@ -89,8 +50,9 @@ def _scheduler_says(job_id: str, ran: dict) -> None:
     job = next(s for s in steps if not s.is_step)
     expect(job.state == "COMPLETED", f"job {job_id} COMPLETED in sacct", job.state)
     expect(
-        job.alloc_cpus == 7 and job.alloc_tres.get("gres/gpu") == "1",
-        "7 CPUs and 1 GPU allocated, as the session asks",
+        job.alloc_cpus >= 7 and job.alloc_tres.get("gres/gpu") == "1",
+        "at least 7 CPUs (a node that allocates whole cores rounds up) and 1 GPU allocated, as "
+        "the session asks",
         f"AllocTRES {','.join(f'{k}={v}' for k, v in job.alloc_tres.items())}",
     )
 
@@ -107,8 +69,15 @@ def check_doctor_job(doctor_job, run_doctor_job):
     expect(type(script) is str, "the batch script as a string", type(script).__name__)
     script_rules.check_header(script)
     script_rules.check_body(script)
-    ran = run_probe(_run_the_job, doctor_job, run_doctor_job)
+    ran = run_probe(probes.run_the_job, doctor_job, run_doctor_job)
     expect(ran.get("kind") == "Job", "the job batch.run_script returned", ran.get("kind"))
+    if ran.get("state") == "PENDING":
+        said = ran["output"].strip().splitlines()[-1] if ran["output"].strip() else ""
+        raise NotAttempted(
+            f"your job {ran['job_id']} is pending: it did not start ({said}). Nothing is wrong "
+            f"with your script for that: run the check again when partition "
+            f"{ran.get('partition')} has room (squeue -u $USER shows your jobs and their reason)"
+        )
     rows = _report_rows(ran["output"])
     missing = [t for t in REPORT_TOPICS if t not in rows]
     expect(
@@ -172,7 +141,8 @@ WHEELHOUSE = [
         "arch_list": ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
     },
 ]
-# (GPU, driver, compute capability) -> the newest build that runs there, or None.
+# (GPU, driver, compute capability) -> the newest build that runs there, or None: what the
+# course's one build rule (gpu.build_verdict, lessons 00 and 07) gives, which the check applies.
 NODES = [
     ("H100", "580.65.06", (9, 0), "cu130"),
     ("H100 with an older driver", "550.54.15", (9, 0), "cu128"),  # CUDA 13 needs driver >= 580
@@ -183,17 +153,25 @@ NODES = [
 ]
 
 
+def newest_that_runs(driver: str, capability, builds: list[dict]) -> str | None:
+    """The first build (newest first) that runs under `driver` on `capability`, by the one rule."""
+    cuda = gpu_rules.driver_cuda(driver)
+    for build in builds:
+        made_by = tuple(int(p) for p in build["cuda"].split("."))
+        if gpu_rules.build_verdict(capability, build["arch_list"], made_by, cuda) == "runs":
+            return build["tag"]
+    return None
+
+
 @exercise("00.3", "which PyTorch build runs on this GPU node?")
 def check_pick_build(pick_build):
-    for gpu, driver, capability, want in NODES:
+    for gpu, driver, capability, _ in NODES:
+        want = newest_that_runs(driver, capability, WHEELHOUSE)
         wheelhouse = [dict(build) for build in WHEELHOUSE]  # an answer may not change ours
         got = call_answer(pick_build, driver, capability, wheelhouse)
         what = f"{gpu} (driver {driver}, compute capability {capability[0]}.{capability[1]})"
         expect(got == want, repr(want), repr(got), what)
     return "the newest build whose CUDA the driver runs and whose architectures include the GPU"
-
-
-RECORDS = "runs/import_cost.json"  # beside the notebook, as every file a lesson writes
 
 
 def verify_import_records(measured, python: str, measured_after: float = 0.0, own_pid=None) -> str:
@@ -242,19 +220,7 @@ def verify_import_records(measured, python: str, measured_after: float = 0.0, ow
         "reads the package; under that, torch was already imported in that process)",
         "a faster one" if fresh else "no seconds",
     )
-    return f"fresh imports of torch, cold first, records in {RECORDS}"
-
-
-@probe("00.4")
-def run_import_cost(measure_import_cost):
-    """In the learner's process: their measurement, then the records their run wrote."""
-    started = time.time()
-    Path(RECORDS).parent.mkdir(parents=True, exist_ok=True)
-    Path(RECORDS).unlink(missing_ok=True)
-    measure_import_cost(RECORDS)
-    if not Path(RECORDS).exists():
-        raise NotAttempted(f"run your measurement first: it saves no records to {RECORDS}")
-    return {"started": started, "records": import_cost.load(RECORDS), "pid": os.getpid()}
+    return f"fresh imports of torch, cold first, records in {probes.RECORDS}"
 
 
 WARM_CLOSE = 3.0  # the learner's warm import against the checker's own: within this factor
@@ -286,7 +252,7 @@ def compare_cold_and_warm(measured: dict) -> str:
     allows=("opens or removes files", "starts processes"),
 )
 def check_import_cost(measure_import_cost):
-    ran = run_probe(run_import_cost, measure_import_cost)
+    ran = run_probe(probes.run_import_cost, measure_import_cost)
     message = verify_import_records(ran["records"], sys.executable, ran["started"], ran["pid"])
     compare_cold_and_warm(ran["records"])
     own = import_cost.import_seconds()["seconds"]  # the checker's own warm import, here

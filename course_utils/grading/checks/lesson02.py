@@ -11,13 +11,13 @@ same work timed in its own process (the step on one thread, a pass of the loader
 workers), within SAME_SIZE. 02.4 and 02.5 call the learner's function on plain data.
 """
 
-import contextlib
 import math
 import statistics
 import time
-import unittest.mock
 
 import torch
+from torch.utils import benchmark
+from torch.utils.data import DataLoader
 
 from course_utils import cpu_sweep, sbatch
 from course_utils.grading import (
@@ -27,11 +27,9 @@ from course_utils.grading import (
     exercise,
     expect,
     held_out,
-    probe,
     run_probe,
 )
-from course_utils.grading.checks import lesson02_harness as harness
-from course_utils.grading.evidence import outcome
+from course_utils.grading.probes import lesson02 as probes
 
 SAME_SIZE = 10.0  # the learner's figure within this factor of the judge's own measurement
 SLACK = 1.5  # a rate may sit this far outside what the log's own clock saw (a block mean)
@@ -51,35 +49,10 @@ NODES = [
 ]
 
 
-@contextlib.contextmanager
-def _node_with_gpus(count: int):
-    """torch.cuda (and torch.accelerator, as far as this PyTorch has it) answer as on a node
-    with `count` GPUs."""
-    with contextlib.ExitStack() as stack:
-        for module in (torch.cuda, getattr(torch, "accelerator", None)):
-            for name in ("is_available", "device_count"):
-                if hasattr(module, name):
-                    answer = count > 0 if name == "is_available" else count
-                    patched = unittest.mock.patch.object(module, name, return_value=answer)
-                    stack.enter_context(patched)
-        yield
-
-
-@probe("02.1")
-def run_choose_device(choose_device):
-    found = []
-    for gpus, disable, *_ in NODES:
-        with _node_with_gpus(gpus):
-            got = outcome(choose_device, disable)
-        value = got.get("value")
-        device = value if type(value) is torch.device else None
-        found.append({"raised": got.get("raised"), "device": device, "kind": type(value).__name__})
-    return found
-
-
 @exercise("02.1", "the --disable-cuda pattern", reference=(r"pick_device\(",))
 def check_choose_device(choose_device):
-    found = run_probe(run_choose_device, choose_device)
+    nodes = [(gpus, disable) for gpus, disable, *_ in NODES]
+    found = run_probe(probes.run_choose_device, choose_device, nodes=nodes)
     for (_, _, want, rule, what), got in zip(NODES, found, strict=True):
         expect(got["raised"] is None, rule, f"an error: {got['raised']}", what)
         device = got["device"]
@@ -89,6 +62,26 @@ def check_choose_device(choose_device):
 
 
 # ---- 02.2 ---------------------------------------------------------------------------------
+
+
+def own_step_seconds() -> float:
+    """The judge's median of the same step on one intra-op thread."""
+    timer = benchmark.Timer("work()", globals={"work": probes.CountedStep().work}, num_threads=1)
+    return timer.blocked_autorange(min_run_time=0.1).median
+
+
+def own_pass_seconds(images: int, batch_size: int) -> float:
+    """The judge's median of three passes over the same data set, without workers."""
+    order = torch.Generator().manual_seed(0)  # not the process's global generator
+    loader = DataLoader(
+        probes.CountedReads(images, 1), batch_size=batch_size, shuffle=True, generator=order
+    )
+    seconds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        sum(len(x) for x, _ in loader)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
 
 
 def _counts(rates, allocated: int, start: int, noun: str, what: str) -> list[int]:
@@ -166,11 +159,11 @@ def verify_thread_rates(report: dict, batch_size: int, own_seconds: float, wall:
 
 
 @exercise("02.2", "measure the training step's throughput at each thread count you were given")
-def check_thread_rates(thread_rates, batch_size: int = harness.STEP_BATCH, cpus=None):
+def check_thread_rates(thread_rates, batch_size: int = probes.STEP_BATCH, cpus=None):
     start = time.perf_counter()
-    report = run_probe(harness.run_thread_rates, thread_rates, batch_size=batch_size, cpus=cpus)
+    report = run_probe(probes.run_thread_rates, thread_rates, batch_size=batch_size, cpus=cpus)
     wall = time.perf_counter() - start
-    return verify_thread_rates(report, batch_size, harness.own_step_seconds(), wall)
+    return verify_thread_rates(report, batch_size, own_step_seconds(), wall)
 
 
 # ---- 02.3 ---------------------------------------------------------------------------------
@@ -186,7 +179,7 @@ def verify_loader_rates(report: dict, batch_size: int, own_seconds: float, wall:
         )
     expect(type(allocated) is int and allocated >= 1, "an allocation of CPUs", allocated)
     what = f"loader_rates on an allocation of {allocated} CPU(s)"
-    images = harness.loader_images(allocated, batch_size)
+    images = probes.loader_images(allocated, batch_size)
     rates = report["rates"]
     counts = _counts(rates, allocated, 0, "worker counts", what)
     beyond = sum(reads[-1])
@@ -236,13 +229,13 @@ def verify_loader_rates(report: dict, batch_size: int, own_seconds: float, wall:
     "choose num_workers by measuring loader throughput within your CPUs",
     reference=(r"data\.loader_rates\(",),
 )
-def check_loader_rates(loader_rates, batch_size: int = harness.LOADER_BATCH, cpus=None):
+def check_loader_rates(loader_rates, batch_size: int = probes.LOADER_BATCH, cpus=None):
     start = time.perf_counter()
-    report = run_probe(harness.run_loader_rates, loader_rates, batch_size=batch_size, cpus=cpus)
+    report = run_probe(probes.run_loader_rates, loader_rates, batch_size=batch_size, cpus=cpus)
     wall = time.perf_counter() - start
     allocated = report["allocated"]
     expect(type(allocated) is int and allocated >= 1, "an allocation of CPUs", allocated)
-    own = harness.own_pass_seconds(harness.loader_images(allocated, batch_size), batch_size)
+    own = own_pass_seconds(probes.loader_images(allocated, batch_size), batch_size)
     message = verify_loader_rates(report, batch_size, own, wall)
     return message + " (DataLoader workers are processes: they run in `course grade` too)"
 

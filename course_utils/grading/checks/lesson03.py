@@ -1,7 +1,7 @@
 """Checkers of lesson 03, asynchronous execution, streams and memory. Each runs on a CPU.
 
-The probes (checks/lesson03_harness.py) run the learner's code in their process and return plain
-data; the judge recomputes what it can.
+The probes (probes/lesson03.py) run the learner's code in their process and return plain data;
+the judge recomputes what it can.
 03.1 (code) runs the learner's timing on simulated GPUs, one idle and one still busy with earlier
      work, for durations the judge chose. The simulated device is deterministic: the judge runs
      the two right answers (synchronize, events) on a device of its own and requires the
@@ -29,22 +29,23 @@ from course_utils.async_model import timing_problems
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
-    evidence,
     exercise,
     expect,
     held_out,
     run_probe,
 )
-from course_utils.grading.checks.lesson03_harness import (
+from course_utils.grading.checks.lesson03_references import (
     own_call_figures,
     own_operators,
     own_rate,
     own_step_seconds,
+)
+from course_utils.grading.checks.traces import expect_operators, trace_events
+from course_utils.grading.probes.lesson03 import (
     run_images_per_second,
     run_profiling,
     run_side_stream_sum,
     run_time_call,
-    trace_events,
 )
 from course_utils.profiling import operator_self_times
 from course_utils.stream_model import stream_hazards
@@ -282,7 +283,7 @@ def _expect_a_profiled_step(answer, batch: int, seed: int) -> None:
     calls = report["calls"] if type(report["calls"]) is int else 0
     _expect_a_trace_of_the_step(events, batch, calls)
     mine = own_operators(batch, seed)
-    evidence.expect_operators(events, mine, "one step")
+    expect_operators(events, mine, "one step")
     own = dict(operator_self_times(events))
     per_call = sum(own.values()) / 1e6 / calls
     fastest = own_step_seconds(batch, seed)

@@ -1,7 +1,7 @@
 """Checkers of lesson 04, TF32 and mixed precision. All run on a CPU.
 
-The probes (checks/lesson04_harness.py) run the learner's code in their process and return plain
-data; the judge recomputes every reference itself.
+The probes (probes/lesson04.py) run the learner's code in their process and return plain data;
+the judge recomputes every reference itself.
 04.1 (code) calls the learner's rounding on special and random values and compares bit patterns
      with the judge's own precision.round_to_tf32.
 04.2 (code) calls the learner's error measurement at a seed the judge chose; the draws are
@@ -15,30 +15,40 @@ data; the judge recomputes every reference itself.
      step on the same model and batch. No trace: not attempted.
 """
 
+import functools
 import json
 import math
+import tempfile
+from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
     call_answer,
-    evidence,
     exercise,
     expect,
     held_out,
     run_probe,
 )
-from course_utils.grading.checks.lesson04_harness import (
+from course_utils.grading.checks.traces import expect_operators
+from course_utils.grading.probes.lesson04 import (
     SIDE,
-    own_autocast_step,
-    own_errors,
+    batch_of,
     run_error_against_n,
     run_profiled_step,
+    small_model,
 )
-from course_utils.precision import ROUNDINGS, power_law_fit, round_to_tf32
-from course_utils.profiling import dtypes_by_operator
+from course_utils.precision import (
+    ROUNDINGS,
+    power_law_fit,
+    relative_error,
+    round_to_tf32,
+    rounded,
+)
+from course_utils.profiling import dtypes_by_operator, profile_call, read_trace
 
 # ---- 04.1 ---------------------------------------------------------------------------------
 
@@ -200,7 +210,7 @@ def _expect_the_trace(text, batch: int, mine: set[str]) -> None:
         "(profile_call records shapes)",
         "the trace",
     )
-    evidence.expect_operators(events, mine, "one autocast step", "the trace")
+    expect_operators(events, mine, "one autocast step", "the trace")
     dtypes = dtypes_by_operator(events)
     expect(
         any("bfloat16" in dtypes.get(op, ()) for op in _MATMULS),
@@ -274,6 +284,42 @@ def check_autocast_step(profile_autocast_step):
         "your step's trace: matmuls and convolutions in bfloat16, the loss in float32; the "
         "weights and their gradients stay float32, with the check's own loss and gradients"
     )
+
+
+@functools.cache
+def own_errors(ns: tuple, seed: int) -> dict[str, tuple[float, ...]]:
+    """The errors at the learner's draws, measured by the judge, for each way of rounding: for
+    each n, a then b from one generator seeded with `seed`, inputs rounded as the mode reads
+    them, their float32 product against the float64 one."""
+    generator = torch.Generator().manual_seed(seed)
+    errors = {mode: [] for mode in ROUNDINGS}
+    for n in ns:
+        a = torch.randn(n, n, dtype=torch.float64, generator=generator)
+        b = torch.randn(n, n, dtype=torch.float64, generator=generator)
+        exact = a @ b
+        for mode in ROUNDINGS:
+            product = rounded(a.float(), mode) @ rounded(b.float(), mode)
+            errors[mode].append(relative_error(product, exact))
+    return {mode: tuple(found) for mode, found in errors.items()}
+
+
+def own_autocast_step(batch: int, seed: int):
+    """The judge's step on the same model and batch, profiled: its loss, its gradients and the
+    names of the operators its trace records."""
+    model, (inputs, targets) = small_model(seed), batch_of(batch, seed)
+    losses = []
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            losses.append(F.cross_entropy(model(inputs), targets))
+        losses[-1].backward()
+
+    with tempfile.TemporaryDirectory(prefix="course-04.3-judge-") as tmp:
+        path = Path(tmp) / "trace.json"
+        profile_call(step, trace_path=path)
+        names = {e["name"] for e in read_trace(path) if e.get("cat") == "cpu_op"}
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    return losses[0].detach(), grads, names
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------

@@ -7,12 +7,13 @@ brings back as plain tensors, against it (within 1e-6, yet not bit for bit: rank
 batch and average round differently); every rank's checksum must equal the judge's hash of them.
 05.2 is code: the learner's plan for each rank of a node, against the course's functions.
 05.3 is a run: the learner's header, written for the documentation's GPU cluster and for the
-small CPU job (`ddp_jobs.GPU_JOB`, `ddp_jobs.CPU_JOB`), is read as sbatch reads it; the second
+small CPU job (`ddp_jobs.GPU_JOB`, `ddp_jobs.CPU_JOB`), is read as sbatch reads it (GPUs per
+node; no --signal, read as sbatch reads it too: the commands it runs with trap none); the second
 becomes a job with slurm/ddp_srun.sh's body, running their `train_ddp` on 2 nodes x 2 ranks at
 the judge's seed: submitted where Slurm answers, and then graded on sacct's record too (state,
 nodes, tasks, the job name the judge drew), else 2 emulated nodes here (`batch.local_run`).
 Where it ran is said as "[via slurm]" or "[via local ranks: no Slurm here]" (lesson 10's words,
-which the sanitize file makes compare equal). The probes are in lesson05_harness.py.
+which the sanitize file makes compare equal). The probes are in probes/lesson05.py.
 """
 
 import random
@@ -25,7 +26,7 @@ from course_utils import accounting, distributed, models, rank_logs, sbatch
 from course_utils import device as devices
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out, run_probe
-from course_utils.grading.checks.lesson05_harness import run_on_two_ranks, run_the_job
+from course_utils.grading.probes.lesson05 import run_on_two_ranks, run_the_job
 from course_utils.jobs import ddp_exercise, single_process
 
 CHECKSUM = re.compile(r"^rank (\d+)/(\d+) on (\S+): parameter checksum ([0-9a-f]{16})$")
@@ -215,6 +216,14 @@ def check_header(text, job: DdpJob, what: str) -> sbatch.Request:
         else f"--ntasks={r.tasks} without --ntasks-per-node (Slurm need not spread them evenly)",
         what,
     )
+    if gpus and "--gpus-per-task" in r.options:
+        raise CheckFailed(
+            f"{what}: expected --gres=gpu:{gpus} or --gpus-per-node={gpus} (GPUs per node), got "
+            f"--gpus-per-task={r.options['--gpus-per-task']}: it binds each task to its own GPU, "
+            "and where Slurm confines devices (ConstrainDevices=yes) a rank cannot reach its "
+            "neighbours' GPUs, so NCCL fails within a node (slurm/ddp_srun.sh's srun gives no "
+            "--gpu-bind=none)"
+        )
     expect(
         r.gpus_per_node == gpus,
         f"--gres=gpu:{gpus} (GPUs per node, not per task)" if gpus else "no GPU (a CPU job)",
@@ -242,20 +251,26 @@ def check_header(text, job: DdpJob, what: str) -> sbatch.Request:
         f"{r.minutes} minutes",
         what,
     )
-    signal, want = r.signal or "", f"B:USR1@{job.warning_s}"
-    if signal == want.removeprefix("B:"):
-        raise CheckFailed(
-            f"{what}: expected --signal={want}, got --signal={signal}: without B: Slurm signals "
-            "the job's steps only, never the batch shell, so lesson 06's trap in the batch "
-            "script does not fire"
-        )
-    expect(
-        signal == want,
-        f"--signal={want} (USR1 to the batch shell {job.warning_s} s before the limit)",
-        f"--signal={signal}" if signal else "no --signal",
-        what,
-    )
+    if r.signal is not None:
+        raise CheckFailed(f"{what}: {_no_signal(r.signal)}")
     return r
+
+
+def _no_signal(spec: str) -> str:
+    """Why the header of a job that runs slurm/ddp_srun.sh's commands asks for no signal."""
+    try:
+        sig = sbatch.parse_signal(spec)
+    except ValueError as e:
+        return f"expected no --signal, got one sbatch refuses: {e}"
+    ends = "bash" if sig.batch_shell else "the ranks (Python)"
+    early = "the batch shell dies" if sig.batch_shell else "the ranks die"
+    return (
+        f"expected no --signal, got --signal={spec} ({sig.name} to {sig.whom} {sig.seconds} s "
+        f"before the limit): the job runs slurm/ddp_srun.sh's commands, which trap nothing, and "
+        f"{ends} ends at {sig.name} by default, so {early} at the warning and the job ends "
+        f"{sig.seconds} s early, without a checkpoint. Ask for a warning where the script traps "
+        "it and waits (lesson 06: slurm/checkpoint_requeue.sh)"
+    )
 
 
 def scheduler_says(job_id, name: str, job: DdpJob) -> None:
@@ -325,6 +340,5 @@ def held_out_ddp_header(rng, ddp_header, train_ddp):
         cpus_per_rank=rng.choice([1, 2, 6, 8, 16]),
         mem_gb_per_rank=rng.choice([4, 16, 60, 128]),
         minutes=rng.choice([15, 45, 90, 240, 1440]),
-        warning_s=rng.choice([60, 120, 600]),
     )
     check_header(call_answer(ddp_header, job.as_dict()), job, f"ddp_header({job.as_dict()})")

@@ -1,48 +1,48 @@
-"""Checkers of lesson 06, checkpointing and fault tolerance.
+"""Checkers of lesson 06, checkpointing and fault tolerance (06.4, the run, is lesson06_resume.py).
 
-06.1, 06.2 and 06.3 are code. Their probes run the learner's function in the learner's process
-on objects the check builds from its own draws, and report what came back as plain data:
-06.1 the dict `make_checkpoint` returned for a wrapped model (the checker rebuilds the same model,
-optimizer and scheduler and compares every part); 06.2 what `atomic_save` did to a file that
-already held a checkpoint, seen at each rename (an audit hook: the source's bytes and the
-target's at the moment of the rename) and after it, then after a save that fails halfway (the
-checker loads the bytes itself, with weights_only=True); 06.3 what `safe_load` returned for a
-file saved on a "GPU" (its storages tagged cuda:0) and whether a malicious file's code ran.
-06.4 is a run, graded on what only the run can produce: the checker draws a seed and a number
-of steps, the learner's function runs the program with them in processes of its own, stops it
-with a signal and resumes it; the probe returns the runs' history, the kernel's pid, the pids of
-the processes the function started and the final checkpoint's bytes, and the checker trains the
-same run uninterrupted itself and compares the final parameters bit for bit. Records written from
-the kernel, or by processes the function did not start, are refused.
+06.1 (code): a probe runs the learner's `make_checkpoint` in their process on a model the check
+builds from its own draws, wrapped each way, and reports the dict as plain data; the checker
+rebuilds the same model, optimizer and scheduler and compares every part.
+06.2 and 06.3 need no report of the learner's: the judge makes a folder in the learner's file
+system from outside (judge/outside.py), writes the files, calls their function with plain data
+and sees for itself what happened. 06.2: a checkpoint already at `path`; the folder's file events
+(inotify) during the save must show `path` replaced by one rename of a file written and closed
+beside it, never written in place; the bytes after it are read by the judge with
+weights_only=True; then a save that fails halfway (a probe adds an object torch.save cannot
+pickle) must leave them unchanged. 06.3: a checkpoint saved as a GPU job saves it (its storages
+tagged cuda:0) must come back whole, and a file whose unpickling creates a folder must not create
+it (the judge watches the folder: a folder made and removed again was still made).
 """
 
-import json
-import random
-from pathlib import Path
+import contextlib
+import io
+import os
+from unittest import mock
 
 import torch
 
-from course_utils import resumable
 from course_utils.grading import (
     CheckFailed,
-    NotAttempted,
+    call_answer,
     exercise,
     expect,
     held_out,
+    outside,
     run_probe,
 )
-from course_utils.grading.checks.lesson06_harness import (
-    EPOCHS,
-    final_hash,
+from course_utils.grading.judge.proxies import AnswerRaised
+from course_utils.grading.probes.lesson06 import (
     plain_part,
-    run_atomic_save,
     run_make_checkpoint,
-    run_preempt_and_resume,
-    run_safe_load,
+    save_unpicklable,
     trained_parts,
-    uninterrupted,
-    weights,
 )
+
+
+def weights(data: bytes) -> object:
+    """A file's bytes loaded here, as a checkpoint loader should: weights_only=True."""
+    return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+
 
 KEYS = ("model", "optimizer", "scheduler", "epoch", "step", "rng")
 
@@ -132,9 +132,62 @@ def check_make_checkpoint(make_checkpoint, seed: int = 0, epoch: int = 2, step: 
 
 # ---- 06.2 ---------------------------------------------------------------------------------
 
+CHECKPOINT = "ckpt.pt"
 
-def _name(path: str, folder: Path) -> str:
-    return Path(path).name if Path(path).parent == folder else path
+
+def renames_onto(events: list, name: str) -> tuple[list[str], list[str]]:
+    """From a folder's file events, in order: the files renamed onto `name` (each as it was
+    called before), and the other things done to `name` itself (opened, written)."""
+    moved_from = {cookie: was for what, was, cookie in events if what == "moved from"}
+    onto = [
+        moved_from.get(cookie, "?")
+        for what, n, cookie in events
+        if what == "moved to" and n == name
+    ]
+    touched = [what for what, n, _ in events if n == name and what in ("opened", "modified")]
+    return onto, touched
+
+
+def verify_atomic_save(events: list, before: bytes, after: bytes | None, state: dict) -> None:
+    """06.2's rules on what the judge saw of one good save (pure, so tests can give it events):
+    `name` replaced by one rename of a complete file written beside it, never written in place."""
+    what = "atomic_save(state, path) over an existing checkpoint"
+    expect(after is not None, f"a file at {CHECKPOINT}", "no file", what)
+    try:
+        loaded = weights(after)
+    except Exception as e:
+        raise CheckFailed(
+            f"{what}: expected a file torch.load(weights_only=True) reads, got {type(e).__name__}"
+        ) from None
+    expect(_same(loaded, state), "the saved dict back, tensors bit for bit", "other values", what)
+    onto, touched = renames_onto(events, CHECKPOINT)
+    expect(
+        not touched,
+        "path untouched until the rename (the old checkpoint intact while the new one is written)",
+        f"path {' and '.join(sorted(set(touched)))} in place: write a temporary file, not path",
+        what,
+    )
+    expect(
+        bool(onto),
+        "os.replace(a temporary file in the same folder, path)",
+        "no rename onto path, as the file system saw it",
+        what,
+    )
+    source = onto[-1]
+    expect(
+        source != "?",
+        "the temporary file in the folder of path (a rename is atomic within one file system)",
+        "a file renamed from another folder",
+        what,
+    )
+    closed = [n for what_, n, _ in events if what_ == "closed after writing"]
+    expect(
+        source in closed,
+        "the renamed file written and closed before the rename (complete)",
+        f"{source!r} renamed without being written and closed in the folder first",
+        what,
+    )
+    expect(after != before, "the new checkpoint in place of the old", "the old one", what)
 
 
 @exercise(
@@ -146,219 +199,68 @@ def _name(path: str, folder: Path) -> str:
 def check_atomic_save(atomic_save, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
     state = {"model": {"w": torch.randn(4, generator=gen)}, "step": int(seed % 1000) + 3}
-    got = run_probe(run_atomic_save, atomic_save, state=state)
-    path = Path(got["path"])
-    folder, what = path.parent, "atomic_save(state, path) over an existing checkpoint"
-    expect(got["saved"] is None, "a save without an error", got["saved"], what)
-    expect(got["after"] is not None, f"a file at {path.name}", "no file", what)
-    try:
-        loaded = weights(got["after"])
-    except Exception as e:
-        raise CheckFailed(
-            f"{what}: expected a file torch.load(weights_only=True) reads, got {type(e).__name__}"
-        ) from None
-    expect(_same(loaded, state), "the saved dict back, tensors bit for bit", "other values", what)
-    onto = [r for r in got["renames"] if Path(r["dst"]) == path]
-    seen = [f"{_name(r['src'], folder)} -> {_name(r['dst'], folder)}" for r in got["renames"]]
-    expect(
-        bool(onto),
-        "os.replace(a temporary file in the same folder, path)",
-        f"renames {seen}" if seen else "no rename onto path",
-        what,
-    )
-    last = onto[-1]
-    moved = f"os.replace({_name(last['src'], folder)!r}, {path.name!r})"
-    expect(
-        Path(last["src"]) != path,
-        "a rename of another file onto path",
-        f"{moved}, which moves nothing",
-        what,
-    )
-    expect(
-        Path(last["src"]).parent == folder,
-        "the temporary file in the folder of path (a rename is atomic within one file system)",
-        f"{moved} from another folder",
-        what,
-    )
-    expect(
-        last["dst_bytes"] == got["before"],
-        "path untouched until the rename (the old checkpoint intact while the new one is written)",
-        "path rewritten or gone when the rename came: write the temporary file, not path",
-        what,
-    )
-    expect(
-        last["src_bytes"] == got["after"] and last["same_file"],
-        "the renamed file, complete, as the new checkpoint",
-        "a file written after the rename, or a rename of an incomplete file",
-        what,
-    )
-    expect(
-        got["after_failure"] == got["after"],
-        "the previous file intact after a save that failed halfway",
-        "a broken or changed file: write a temporary file first, then os.replace it",
-        "atomic_save of an object torch.save cannot pickle",
-    )
+    seen = outside(atomic_save)
+    with seen.folder("course-06.2-") as folder:
+        path = f"{folder}/{CHECKPOINT}"
+        torch.save({"previous": torch.zeros(2)}, seen.path(path))
+        before = seen.read_bytes(path)
+        with seen.file_events(folder) as events:
+            call_answer(atomic_save, state, path)
+        after = seen.read_bytes(path)
+        verify_atomic_save(events, before, after, state)
+        with seen.file_events(folder) as events:
+            run_probe(save_unpicklable, atomic_save, state=state, path=path)
+        onto, touched = renames_onto(events, CHECKPOINT)
+        expect(
+            seen.read_bytes(path) == after and not onto and not touched,
+            "the previous file intact after a save that failed halfway",
+            "a broken or changed file: write a temporary file first, then os.replace it",
+            "atomic_save of an object torch.save cannot pickle",
+        )
     return "a failed save leaves the previous file intact; a good one appears in one rename"
 
 
 # ---- 06.3 ---------------------------------------------------------------------------------
 
 
+class _Payload:
+    """Unpickling this creates a folder: a harmless stand-in for malicious code."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
 @exercise("06.3", "load a checkpoint without running code from it")
 def check_safe_load(safe_load, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
     state = {"model": {"w": torch.randn(3, generator=gen)}, "step": int(seed % 1000) + 3}
-    got = run_probe(run_safe_load, safe_load, state=state)
-    what = "safe_load of a checkpoint saved on a GPU (its tensors tagged cuda:0)"
-    expect(
-        got["raised"] is None,
-        "the dict loaded onto the CPU (map_location='cpu': this node may have no GPU)",
-        got["raised"],
-        what,
-    )
-    expect(_same(got["value"], state), "the dict that was saved", "other values", what)
-    expect(got["devices"] == ["cpu"], "tensors on the CPU (map_location)", got["devices"], what)
-    expect(
-        not got["ran"],
-        "the malicious file refused",
-        "its code ran (it created a folder); load with weights_only=True",
-    )
-    return "weights_only=True loads tensors and refuses code; map_location puts them on the CPU"
-
-
-# ---- 06.4 ---------------------------------------------------------------------------------
-
-STEPS = (16, 24)  # the check draws the number of steps from this range, and a seed
-SIGNALS = ("SIGUSR1", "SIGTERM")  # what Slurm sends before a time limit, and on preemption
-PROGRAM = "python -m course_utils.jobs.resumable_train"
-
-
-def _runs(history: list[dict]) -> str:
-    """The history in a few words: 'start@0, stopped SIGUSR1@6, start@6, finished@24'."""
-    words = {"start": "resumed_from", "stopped": "step", "finished": "step"}
-    return ", ".join(
-        f"{e.get('event')}{' ' + str(e['signal']) if 'signal' in e else ''}"
-        f"@{e.get(words.get(e.get('event'), 'step'))}"
-        for e in history
-    )
-
-
-def verify_runs(history, kernel: int, seed: int, steps: int, started=None) -> dict:
-    """The checks of 06.4 on the runs' records (pure, so tests can give it records): returns
-    the stop record. Every record must come from a process other than the kernel's, one of
-    those it `started` during the check where the probe could list them (None: it could not)."""
-    expect(
-        type(history) is list and all(type(e) is dict for e in history),
-        f"a list of records in {resumable.HISTORY}",
-        type(history).__name__,
-    )
-    pids = [e.get("pid") for e in history]
-    expect(
-        all(type(p) is int for p in pids),
-        "records that carry the pid of the process that wrote them (resumable.record)",
-        "a record without one",
-    )
-    runs = _runs(history)
-    starts = [e for e in history if e.get("event") == "start"]
-    for start in starts:
-        config = start.get("config") if type(start.get("config")) is dict else {}
-        given = {"seed": seed, "max_steps": steps, "epochs": EPOCHS}
-        used = {k: config.get(k) for k in given}
+    seen = outside(safe_load)
+    with seen.folder("course-06.3-") as folder:
+        good, bad, marker = f"{folder}/good.pt", f"{folder}/bad.pt", f"{folder}/PWNED"
+        with mock.patch.object(torch.serialization, "location_tag", lambda storage: "cuda:0"):
+            torch.save(state, seen.path(good))  # as a GPU job saves it: storages on cuda:0
+        torch.save({"model": _Payload(marker), "step": 3}, seen.path(bad))
+        what = "safe_load of a checkpoint saved on a GPU (its tensors tagged cuda:0)"
+        try:
+            loaded = call_answer(safe_load, good)
+        except AnswerRaised as e:
+            raise CheckFailed(
+                f"{what}: expected the dict loaded onto the CPU (map_location='cpu': this node "
+                f"may have no GPU), got {e.kind}: {str(e)[:200]}"
+            ) from None
+        expect(_same(loaded, state), "the dict that was saved", "other values", what)
+        with seen.file_events(folder) as events, contextlib.suppress(AnswerRaised):
+            call_answer(safe_load, bad)  # refusing the file is right
+        made = any(what == "created" and name == "PWNED" for what, name, _ in events)
         expect(
-            used == given,
-            f"runs with --seed {seed} --max-steps {steps} --epochs {EPOCHS} (what the check gave)",
-            f"a run with {used}",
+            not made and not seen.path(marker).exists(),
+            "the malicious file refused",
+            "its code ran (it created a folder); load with weights_only=True",
         )
-    expect(
-        kernel not in pids,
-        f"records written by the program ({PROGRAM}) in processes of its own",
-        "records written from this kernel: run the program, do not train or write them here",
-    )
-    expect(
-        started is None or set(pids) <= set(started),
-        "records written by the processes your function started during the check",
-        "records of processes it did not start",
-    )
-    stops = [i for i, e in enumerate(history) if e.get("event") == "stopped"]
-    expect(
-        bool(stops) and history[stops[0]].get("signal") in SIGNALS,
-        "a run stopped by a signal (SIGUSR1, as Slurm sends) that saved and exited",
-        f"runs {runs} (send the signal while it trains)",
-    )
-    stop = history[stops[0]]
-    before = [e for e in history[: stops[0]] if e.get("event") == "start"]
-    expect(
-        bool(before) and before[-1]["pid"] == stop["pid"],
-        "the stop recorded by the run that started before it (the same process)",
-        f"runs {runs}",
-    )
-    later = [e for e in history[stops[0] :] if e.get("event") == "start"]
-    expect(
-        bool(later) and later[0].get("resumed_from") == stop.get("step"),
-        f"a second run that resumed from step {stop.get('step')}, where the signal saved",
-        f"runs {runs}",
-    )
-    expect(
-        later[0]["pid"] != stop["pid"],
-        "the resumed run in a new process, as a requeued job starts one",
-        "the same process as the stopped run",
-    )
-    last = history[-1]
-    expect(
-        last.get("event") == "finished"
-        and last.get("step") == steps
-        and last["pid"] == later[-1]["pid"],
-        f"the resumed run to finish at step {steps}",
-        f"runs {runs}",
-    )
-    expect(
-        type(stop.get("step")) is int and 0 < stop["step"] < steps,
-        f"the signal before the last step ({steps})",
-        f"a stop at step {stop.get('step')}",
-    )
-    return stop
-
-
-def draw_run(rng=None) -> tuple[int, int]:
-    """A seed and a number of steps for one check: drawn each time, so no history is ready."""
-    rng = rng or random.SystemRandom()
-    return rng.randrange(1, 100_000), rng.randint(*STEPS)
-
-
-@exercise(
-    "06.4",
-    "survive a signal and resume exactly (run the program for real)",
-    allows=("starts processes", "exits or kills the process"),
-    reference=(r"\btrain\(", r"\brecord\(", r"history\.json"),
-)
-def check_preempt_and_resume(preempt_and_resume, seed: int | None = None, steps: int | None = None):
-    if seed is None or steps is None:
-        seed, steps = draw_run()
-    got = run_probe(run_preempt_and_resume, preempt_and_resume, seed=seed, steps=steps)
-    if got["history"] is None:
-        raise NotAttempted(
-            f"run the program first: preempt_and_resume(ckpt_dir, seed, steps) starts {PROGRAM} "
-            f"with --ckpt-dir ckpt_dir, signals it and starts it again; no {resumable.HISTORY} "
-            "in the folder the check gave"
-        )
-    try:
-        history = json.loads(got["history"])
-    except ValueError:
-        raise CheckFailed(
-            f"expected {resumable.HISTORY} as the program writes it, got other text"
-        ) from None
-    stop = verify_runs(history, got["kernel"], seed, steps, got["started"])
-    expect(got["final"] is not None, "a final checkpoint in the folder", "none")
-    want = uninterrupted(seed, steps)
-    expect(
-        final_hash(got["final"]) == want,
-        "final parameters bitwise equal to the check's own uninterrupted run at its seed",
-        "different parameters (resume with the same settings and folder)",
-    )
-    return (
-        f"stopped by {stop['signal']}, saved, resumed in a new process, and ended bit for bit as "
-        "the check's own uninterrupted run"
-    )
+    return "weights_only=True loads tensors and refuses code; map_location puts them on the CPU"
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------

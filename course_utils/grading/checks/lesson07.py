@@ -12,63 +12,36 @@ C++ compiler, and say so where one is missing. 07.3 is a decision on plain data,
 cases: other GPUs, builds and drivers.
 """
 
-import tempfile
 from pathlib import Path
 
 import torch
 
-from course_utils import cpp, export, files
-from course_utils.doctor.gpu import arch_supported
+from course_utils import cpp
+from course_utils.doctor.gpu import build_verdict
 from course_utils.grading import (
     CheckFailed,
     call_answer,
     exercise,
     expect,
     held_out,
-    probe,
     run_probe,
 )
-from course_utils.models import Net
-from course_utils.paths import build_root
+from course_utils.grading.probes.lesson07 import (
+    DEPLOY_BATCHES,
+    PREDICT_BATCH,
+    _batch,
+    _model,
+    run_build_predict,
+    run_deploy,
+)
 
 TOLERANCE = 1e-5  # C++ against Python's eager outputs, float32 on the CPU
-
-
-def _toolchain() -> None:
-    """Say why C++ cannot be built here (a missing tool, no course sources), as a failed check."""
-    missing = cpp.toolchain_missing()
-    try:
-        cpp.cpp_source_dir()
-    except ValueError as e:
-        missing = missing or str(e)
-    if missing:
-        raise CheckFailed(f"this check builds and runs C++, but {missing}")
-
-
-def _batch(n: int, seed: int) -> torch.Tensor:
-    return torch.randn(n, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
-
-
-def _model(seed: int = 0) -> Net:
-    """The CNN with weights drawn from `seed` (the global generator left as it was)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return Net().eval()
 
 
 def _eager(seed: int, x: torch.Tensor) -> torch.Tensor:
     """The judge's own output of the model made from `seed` on `x`."""
     with torch.no_grad():
         return _model(seed)(x)
-
-
-def _tensor(value):
-    """A plain CPU tensor from the learner's side, or None for anything else."""
-    return value.detach().cpu() if type(value) is torch.Tensor else None
-
-
-def _first_line(e: Exception) -> str:
-    return (str(e).splitlines() or [type(e).__name__])[0][:300]
 
 
 def _same(got, want: torch.Tensor, what: str) -> None:
@@ -89,44 +62,6 @@ def _same(got, want: torch.Tensor, what: str) -> None:
 
 
 # ---- 07.1 ---------------------------------------------------------------------------------
-
-# batch sizes: the one handed to deploy, and the one the course's loader runs on its package
-DEPLOY_BATCHES = (5, 3)
-
-
-@probe("07.1")
-def run_deploy(deploy, seed: int):
-    """In the learner's process: their deploy on the judge's model and batch; what the C++
-    program wrote; the course's loader on the package they left, with another batch size."""
-    first, second = DEPLOY_BATCHES
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        got = deploy(_model(seed), _batch(first, seed + 1), folder)
-        report = {"kind": type(got).__name__, "returned": None, "written": None, "again": None}
-        if type(got) is cpp.CppResult:
-            report["returned"] = _tensor(got.output)
-        written = folder / "output.tensor"
-        if written.is_file():
-            report["written"] = cpp.read_tensor(written)
-        packages = sorted(folder.glob("*.pt2"))
-        report["files"] = sorted(p.name for p in folder.iterdir())
-        report["packages"] = len(packages)
-        if len(packages) == 1:
-            _toolchain()
-            program = cpp.build_programs(["aoti_run"]).program("aoti_run")
-            again = folder / "again"
-            again.mkdir()
-            batch = _batch(second, seed + 2)
-            report |= _run_model(program, packages[0], batch, again, "again", "again_error")
-    return report
-
-
-def _run_model(program, package, batch, folder, key: str, error_key: str) -> dict:
-    """{key: the program's output on `batch`} or {error_key: the first line of why not}."""
-    try:
-        return {key: cpp.run_model(program, package, batch, folder).output}
-    except (cpp.CppProgramError, FileNotFoundError, ValueError) as e:
-        return {error_key: _first_line(e)}
 
 
 @exercise(
@@ -184,49 +119,6 @@ def prepare_runs() -> str:
 # ---- 07.2 ---------------------------------------------------------------------------------
 
 
-def _package() -> Path:
-    """The judge's model (seed 0) as a package: compiled once, then reused from
-    build/aoti-packages."""
-    exported = export.export_model(_model(), _batch(2, seed=0))
-    return export.aoti_package(exported, build_root() / "exercise-07" / "net.pt2").path
-
-
-def _project() -> Path:
-    """A learner's project as the lesson makes it: the documentation's example plus
-    include(CourseTorch), in build/ so that its build stays incremental between checks."""
-    documentation = cpp.cpp_source_dir() / "examples" / "documentation"
-    project = build_root() / "exercise-07" / "project"
-    cmake = (documentation / "CMakeLists.txt").read_text()
-    fixed = cmake.replace("find_package(Torch", "include(CourseTorch)\nfind_package(Torch")
-    lists = project / "CMakeLists.txt"
-    if not (lists.is_file() and lists.read_text().startswith(fixed)):  # keep what 07.2 added
-        files.write_text_if_changed(lists, fixed)
-    example = (documentation / "example.cpp").read_text()
-    files.write_text_if_changed(project / "example.cpp", example)
-    return project
-
-
-PREDICT_BATCH = 4
-
-
-@probe("07.2")
-def run_build_predict(build_predict, seed: int):
-    """In the learner's process: their build in a copy of the lesson's project, then their
-    program on a package of the judge's model and a batch from the judge's seed."""
-    _toolchain()
-    program = build_predict(_project())
-    report = {"kind": type(program).__name__, "program": None, "output": None}
-    if not isinstance(program, (str, Path)) or not Path(program).is_file():
-        report["program"] = str(program) if isinstance(program, (str, Path)) else None
-        return report
-    program = Path(program)
-    report["program"] = str(program)
-    report["course_program"] = cpp.is_course_program(program)
-    with tempfile.TemporaryDirectory() as tmp:
-        batch = _batch(PREDICT_BATCH, seed)
-        return report | _run_model(program, _package(), batch, Path(tmp), "output", "error")
-
-
 @exercise(
     "07.2",
     "build your own C++ program against your package",
@@ -258,10 +150,7 @@ def check_own_program(build_predict, seed: int = 3):
 # ---- 07.3 ---------------------------------------------------------------------------------
 
 # (GPU capability, build's architectures, CUDA version that made the build, driver's CUDA
-# version, what happens). A cubin (sm_XY) runs on the same major version with an equal or higher
-# minor (arch-specific sm_XYa only on exactly X.Y), under a driver of the same CUDA major version
-# as the build or newer (minor versions are compatible); PTX (compute_XY) runs on X.Y or newer
-# GPUs, but only if the driver supports the PTX's ISA version, that is, the CUDA that made it.
+# version, what happens), by the course's one build rule (doctor.gpu.build_verdict).
 DIAGNOSES = [
     ((8, 0), ["sm_80", "sm_90"], (12, 8), (12, 2), "runs"),
     ((8, 6), ["sm_80"], (12, 8), (12, 8), "runs"),
@@ -278,15 +167,9 @@ DIAGNOSES = [
 
 
 def _verdict(capability, archs, built_with, driver) -> str:
-    """The rule 07.3 teaches, `course doctor`'s architecture rule (arch_supported) with the
-    CUDA versions: a cubin that fits runs under a driver of the build's CUDA major version or
-    newer; else a PTX that fits needs a driver at least as new as the CUDA that made it; else
-    nothing serves the GPU."""
-    if arch_supported(capability, [a for a in archs if a.startswith("sm_")]):
-        return "runs" if driver[0] >= built_with[0] else "update the driver"
-    if arch_supported(capability, [a for a in archs if a.startswith("compute_")]):
-        return "runs" if tuple(driver) >= tuple(built_with) else "update the driver"
-    return "rebuild for the GPU"
+    """The rule 07.3 teaches: the course's one build rule (`doctor.gpu.build_verdict`, which
+    lesson 00 teaches too)."""
+    return build_verdict(capability, archs, built_with, driver)
 
 
 def _cuda(version) -> str:
@@ -305,7 +188,7 @@ def _diagnosis(diagnose, capability, archs, built_with, driver, want) -> None:
 @exercise(
     "07.3",
     "a kernel-image error: update the driver or rebuild?",
-    reference=(r"arch_supported", r"gpu_finding", r"\bdoctor\b"),
+    reference=(r"arch_supported", r"build_verdict", r"gpu_finding", r"\bdoctor\b"),
 )
 def check_diagnose(diagnose):
     for capability, archs, built_with, driver, want in DIAGNOSES:

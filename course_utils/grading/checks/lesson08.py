@@ -8,7 +8,7 @@ training jobs of the course's (a model, a loader that counts its batches, an opt
 path); the probe returns the traces their function wrote, and the judge computes the loading
 share from the events itself, requires as many fetches in the trace as the loader handed out
 (and, where a batch costs a known sleep, fetches that long), and the name their trace supports.
-The jobs, their probe and the reading of a trace are in lesson08_profiles.py.
+The loader, the jobs and their probes are in probes/lesson08.py.
 08.2 and 08.4 are decisions on plain data, with held-out cases; 08.4's reference is
 `how_many.choose`, the one rule lessons 08 and 10 teach.
 """
@@ -17,23 +17,17 @@ import math
 import random
 import time
 
-import torch
-
-from course_utils import how_many, speed, throughput
+from course_utils import how_many, profiling, speed, throughput
 from course_utils.grading import (
+    CheckFailed,
     NotAttempted,
     call_answer,
     exercise,
     expect,
     held_out,
-    probe,
     run_probe,
 )
-from course_utils.grading.checks.lesson08_profiles import (
-    PROFILE_JOBS,
-    run_name_the_bottleneck,
-    verify_job,
-)
+from course_utils.grading.probes import lesson08 as probes
 
 SAME_SIZE = 3.0  # the learner's rate within this factor of the judge's own timing
 SLACK = 1.5  # a rate this far below what the loader's own log saw (the learner's loop overhead)
@@ -46,36 +40,9 @@ def _number(x) -> bool:
 # ---- 08.1 ---------------------------------------------------------------------------------
 
 
-class LoggedLoader:
-    """Batches of known sizes, each taking `delay` seconds to produce (a slow disk); logs when
-    each pass began and when each batch was handed out, with its size."""
-
-    def __init__(self, sizes, delay: float):
-        self.sizes, self.delay = list(sizes), float(delay)
-        self.passes: list[float] = []  # perf_counter() at each iter()
-        self.handed: list[tuple[int, float]] = []  # (images, perf_counter()) per batch
-
-    def __iter__(self):
-        self.passes.append(time.perf_counter())
-        for size in self.sizes:
-            time.sleep(self.delay)
-            self.handed.append((size, time.perf_counter()))
-            yield torch.zeros(size, 3, 4, 4), torch.zeros(size, dtype=torch.long)
-
-    def __len__(self):
-        return len(self.sizes)
-
-
-@probe("08.1")
-def run_time_loader(time_loader, sizes: list, delay: float, batches: int):
-    loader = LoggedLoader(sizes, delay)
-    rate = time_loader(loader, batches)
-    return {"rate": rate, "passes": loader.passes, "handed": loader.handed}
-
-
 def own_loader_rate(sizes, delay: float, batches: int) -> float:
     """The judge's own timing of the same loader, in its own process."""
-    return throughput.time_loader(LoggedLoader(sizes, delay), batches)
+    return throughput.time_loader(probes.LoggedLoader(sizes, delay), batches)
 
 
 # the visible case: full and small batches, so that counting batch_size x batches is wrong
@@ -92,7 +59,7 @@ def check_time_loader(
 ):
     sizes = list(sizes)
     start = time.perf_counter()
-    got = run_probe(run_time_loader, time_loader, sizes=sizes, delay=delay, batches=batches)
+    got = run_probe(probes.run_time_loader, time_loader, sizes=sizes, delay=delay, batches=batches)
     wall = time.perf_counter() - start
     handed, rate = got["handed"], got["rate"]
     if not handed:
@@ -189,13 +156,13 @@ def check_bottleneck(bottleneck):
     allows=("opens or removes files",),
 )
 def check_name_the_bottleneck(name_the_bottleneck):
-    found = run_probe(run_name_the_bottleneck, name_the_bottleneck)
+    found = run_probe(probes.run_name_the_bottleneck, name_the_bottleneck)
     if not any(job["reads"] for job in found.values()):
         raise NotAttempted(
             "run the jobs first: your name_the_bottleneck returned without training on the "
             "loader it was given (profile a few steps of profiling.documentation_loop)"
         )
-    for kind in PROFILE_JOBS:
+    for kind in probes.PROFILE_JOBS:
         verify_job(kind, found[kind])
     # the shares vary from run to run; the pass line does not (nbval compares it)
     return "your traces of the check's compute-bound and loader-bound jobs, each named right"
@@ -246,6 +213,83 @@ def check_gpus_to_ask_for(gpus_to_ask_for):
         "the fewest GPUs that meet the deadline at the efficiency floor, and the fastest "
         "efficient count, said so, when none does"
     )
+
+
+def _fetches(events: list, where: str) -> list[dict]:
+    fetches = [
+        e
+        for e in events
+        if str(e.get("name", "")).startswith(profiling.LOADER_EVENT) and e.get("cat") != "Trace"
+    ]
+    if not fetches:
+        raise CheckFailed(
+            f"{where}: expected the loader iterated inside the profile, got a trace without "
+            f"{profiling.LOADER_EVENT}... events: the loader was not iterated inside the profile; "
+            "profile the whole loop, the `for` over the loader included"
+        )
+    return fetches
+
+
+def verify_job(kind: str, got: dict) -> float:
+    """One job's answer against its trace, read by the judge; the loading share."""
+    batch, delay = probes.PROFILE_JOBS[kind]
+    where = f"on the check's {kind}-bound job"
+    events = got["events"]
+    expect(
+        events is not None,
+        "a torch.profiler trace at trace_path (prof.export_chrome_trace(trace_path))",
+        "no file there",
+        where,
+    )
+    expect(
+        any("convolution_backward" in str(e.get("name", "")) for e in events),
+        "the whole training step inside the profile (forward, backward, optimizer step)",
+        "a trace without the backward pass",
+        where,
+    )
+    fetches = _fetches(events, where)
+    batches = math.ceil(got["reads"] / batch)
+    expect(  # a pass that reaches the loader's end asks once more, and finds nothing
+        len(fetches) <= batches + 1,
+        f"at most one fetch in the trace per batch the loader handed out ({batches}), and one "
+        "that found its end",
+        f"{len(fetches)} fetches: profile the run that read the batches",
+        where,
+    )
+    floor = batch * delay * 1e6 * 0.9  # microseconds each fetch must at least take
+    short = [e for e in fetches if float(e["dur"]) < floor]
+    expect(
+        not short,
+        f"fetches of at least {floor / 1e3:.0f} ms (each of its batches sleeps that long)",
+        f"{len(short)} shorter ones",
+        where,
+    )
+    try:
+        share = profiling.loading_share(events)
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckFailed(f"{where}: {e}") from None
+    span_end = max(float(e["ts"]) + float(e["dur"]) for e in events)
+    span = (span_end - min(float(e["ts"]) for e in fetches)) / 1e6
+    expect(
+        span <= got["seconds"] + 0.05,
+        f"a profile within the {got['seconds']:.2f} s your function ran",
+        f"a trace of {span:.2f} s",
+        where,
+    )
+    limit = "loader" if share > 0.5 else "compute"
+    expect(
+        got["answer"] == limit,
+        f"{limit!r} (your trace: fetching batches took {share:.0%} of the profiled loop)",
+        repr(got["answer"]),
+        where,
+    )
+    expect(
+        limit == kind,
+        f"a {kind}-bound trace",
+        f"{share:.0%} loading",
+        f"{where} (the machine too busy to tell? run the check again)",
+    )
+    return share
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------

@@ -1,8 +1,9 @@
 """Checkers of lesson 09, when jobs fail.
 
-09.1 (code) reads real logs: the runs recorded in lesson09_runs/ (lesson09_harness.record_runs:
-the course's faulty_ddp under torchrun) and those the learner's notebook just made (read by a
-probe from their folder), each with the truth its program wrote.
+09.1 (code) reads real logs: the course's recorded runs of faulty_ddp under torchrun
+(failures.RECORDED_RUNS, re-recorded by lesson09_references.record_runs) and those the
+learner's notebook just made (read by a probe from their folder), each with the truth its
+program wrote.
 09.2 (run): the learner's `run_step(losses)` runs their repaired step on real forked gloo ranks
 (launching.run_ranks) at losses the check draws; the check reads what each rank returned and,
 from each rank's flight record, the collectives it entered.
@@ -14,8 +15,8 @@ the scheduler's record (sacct) must show the job COMPLETED with a step of the 2 
 09.4 (code) compares gradients with one backward over the whole batch.
 09.5 (run): the learner's `workers_memory` measures their loader with job_memory.read_loader over
 a file written at the check's seed; the check holds the reading against the file's own sum and
-against its own reading of a loader that shares the same file (lesson09_harness).
-The probes and the judge's own runs are in lesson09_harness.py.
+against its own reading of a loader that shares the same file.
+The probes are in probes/lesson09.py, the judge's own runs in lesson09_references.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from course_utils.grading import (
     held_out,
     run_probe,
 )
-from course_utils.grading.checks import lesson09_harness as harness
+from course_utils.grading.checks import lesson09_references as references
+from course_utils.grading.probes import lesson09 as probes
 
 # ---- 09.1 ---------------------------------------------------------------------------------
 
@@ -52,10 +54,10 @@ def _hint(run: failures.FailureRun, rank) -> str:
 @exercise("09.1", "name the failing rank and the cause from a job's log")
 def check_diagnose(diagnose, runs_folder=None):
     causes = sorted(set(failures.CAUSES.values()))
-    runs = failures.load_runs(harness.RECORDED_RUNS)
+    runs = failures.load_runs(failures.RECORDED_RUNS)
     expect(bool(runs), "the course's recorded runs", "none (is the package installed whole?)")
     if runs_folder is not None:
-        for found in run_probe(harness.notebook_runs, runs_folder):
+        for found in run_probe(probes.notebook_runs, runs_folder):
             truth = found["truth"]
             runs.append(failures.FailureRun(found["name"], found["output"], -1, 0.0, truth))
     for run in runs:
@@ -127,7 +129,7 @@ def check_run_step(run_step, draw=None):
     rng = draw or random.Random()  # fresh losses at each check: a table of answers cannot match
     for world_size in LOSS_RANKS:
         losses = _losses(world_size, rng)
-        report = run_probe(harness.run_step_on_ranks, run_step, losses=losses)
+        report = run_probe(probes.run_step_on_ranks, run_step, losses=losses)
         runs = report["runs"]
         if not runs:
             if report["returned"] is None:
@@ -198,13 +200,13 @@ def _check_script(got) -> None:
     "09.3",
     "repair a batch script that hangs at start-up, and run it",
     allows=("opens or removes files",),
-    reference=(r"trained_sum\(", r"lesson09_harness"),
+    reference=(r"trained_sum\(", r"lesson09_references"),
 )
 def check_repaired_script(repaired_script, run_repaired, seed=None):
     got = call_answer(repaired_script, failures.BROKEN_BATCH_SCRIPT)
     _check_script(got)
     seed = random.randrange(1, 10**6) if seed is None else seed
-    ran = run_probe(harness.run_the_job, run_repaired, script=got, seed=seed)
+    ran = run_probe(probes.run_the_job, run_repaired, script=got, seed=seed)
     if ran is None:
         raise NotAttempted(
             "run your repaired script first: run_repaired must return the job that "
@@ -225,7 +227,7 @@ def check_repaired_script(repaired_script, run_repaired, seed=None):
         )
     else:
         expect(ran["script"] == got, "your repaired script submitted", "another script")
-    sums, want = harness.rank_sums(ran["output"]), harness.trained_sum(seed, world_size=2)
+    sums, want = references.rank_sums(ran["output"]), references.trained_sum(seed, world_size=2)
     expect(
         sorted(sums) == [0, 1],
         "ranks 0 and 1 each printing 'rank R: finished, seed S, parameter sum X'",
@@ -243,7 +245,7 @@ def check_repaired_script(repaired_script, run_repaired, seed=None):
             f"{total:.6f}",
         )
     if ran["route"] == "slurm":
-        harness.scheduler_says(ran["job_id"], tasks=2)
+        references.scheduler_says(ran["job_id"], tasks=2)
     return (
         "every #SBATCH line is read, --time at most 5 minutes, srun starts one task per rank; "
         "your job ran and both ranks trained together from the check's seed"
@@ -254,9 +256,9 @@ def check_repaired_script(repaired_script, run_repaired, seed=None):
 
 
 def _judge_accumulation(accumulate_gradients, rows: int, micro_batches: int, seed: int) -> None:
-    want = harness.big_batch_gradients(rows, seed)
+    want = references.big_batch_gradients(rows, seed)
     got = run_probe(
-        harness.accumulate, accumulate_gradients, rows=rows, micro_batches=micro_batches, seed=seed
+        probes.accumulate, accumulate_gradients, rows=rows, micro_batches=micro_batches, seed=seed
     )
     seen, grads = got["seen"], got["grads"]
     what = f"{rows} rows in {micro_batches} micro-batches"
@@ -365,12 +367,12 @@ def check_shared_loader(shared_loader, workers_memory, seed=None):
     seed = random.randrange(1, 10**6) if seed is None else seed
     workers, mib = SHARED_LOADER_WORKERS, SHARED_LOADER_MIB
     report = run_probe(
-        harness.measure_loader, shared_loader, workers_memory, seed=seed, mib=mib, workers=workers
+        probes.measure_loader, shared_loader, workers_memory, seed=seed, mib=mib, workers=workers
     )
     expect(report["loader"] == "DataLoader", "a torch.utils.data.DataLoader", report["loader"])
     reading = _reading(report)
-    own = harness.own_loader_reading(seed, mib, workers, reading["rows"])
-    judge_shared_loader(report, own, harness.file_sum(seed, mib), workers)
+    own = references.own_loader_reading(seed, mib, workers, reading["rows"])
+    judge_shared_loader(report, own, references.file_sum(seed, mib), workers)
     return (
         f"your reading: {workers} workers read the whole file, and none held a copy of the "
         f"{mib} MiB file (held against the check's own reading of a loader that shares it)"

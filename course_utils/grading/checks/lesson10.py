@@ -4,14 +4,19 @@ without them the check says "not attempted yet: run ... first".
 10.1 the staging step of the notebook staged the lab's data set with the learner's function
      (2 nodes x 2 ranks): one copy per node, whole (its digest is the data set's, which the judge
      computes), from this very function (the digest of its source); then the function runs in
-     real processes on an archive drawn from the judge's seed (lesson10_harness): one reader per
-     node, the others wait, SLURM_TMPDIR before TMPDIR before /tmp, a folder per job and node.
-10.2 the learner's script (its rules read as sbatch reads them) drove the whole study: a record
+     real processes on an archive drawn from the judge's seed (probes/lesson10.py), in a folder
+     the judge made: one reader per node, the others wait, SLURM_TMPDIR before TMPDIR before
+     /tmp, a folder per job and node; what each rank's folder holds is read by the judge on disk,
+     from outside the learner's process.
+10.2 the learner's script keeps the lab's rules (lab.scripts, the header read as sbatch reads it:
+     one task of a GPU's CPUs, memory asked for, a GPU per task that can reach its node's other
+     GPUs, one srun line of the lab's program) and drove the whole study: a record
      of each of the four shapes and of every sweep task, each valid and carrying the script's
      digest; the judge trains the 1-rank runs' first steps itself and compares the losses; where
      a run was a Slurm job, sacct's record of it (state, name with the digest, nodes).
 10.3 names the transport in the learner's own 2-node run's log, the CI cluster's, and the
-     constructed NCCL excerpts (lesson10_harness reads the log).
+     constructed NCCL excerpts, a network plugin's among them (a probe reads the log); held
+     out: logs drawn at random and a plugin's excerpt of another name.
 10.4 the GPU count (the course's one decision, how_many.choose) and the sweep's learning rate,
      from the learner's own records, and from sets the check brings.
 Where the runs were started is said as "[via slurm]" or "[via local ranks: no Slurm here]"; the
@@ -24,6 +29,7 @@ import functools
 import math
 import shutil
 import uuid
+from pathlib import Path
 
 from course_utils import accounting, how_many, reference
 from course_utils.grading import (
@@ -33,15 +39,17 @@ from course_utils.grading import (
     exercise,
     expect,
     held_out,
+    outside,
     run_probe,
 )
-from course_utils.grading.checks import lesson10_harness as harness
 from course_utils.grading.checks.lesson10_cases import (
+    HELD_OUT_PLUGIN,
     decide_cases,
     first_losses,
     judge_ranks,
     synthetic_log,
 )
+from course_utils.grading.probes import lesson10 as probes
 from course_utils.lab import (
     cluster,
     run_records,
@@ -109,19 +117,34 @@ def _judge_staging_step(results: list[dict], source: str) -> None:
     expect(whole, f"every rank's copy whole ({small_files.DEFAULT_IMAGES} images)", "not", what)
 
 
-def _judge(reports: list[dict], base: str, title: str, digest: str) -> None:
+def _judge(reports: list[dict], base: str, title: str, digest: str, seen) -> None:
     """The check's own run of one case: every rank returned a folder under `base` holding the
-    whole archive (`digest`); one rank per node read it; one folder per node. Two readers on a
-    node are judged first: without a lock the ranks unpack over each other's files, and the
-    missing lock, not the half-written file or the clash it caused, is what to tell."""
+    whole archive (`digest`, of the files the judge finds on disk there, read from outside the
+    learner's process); one rank per node read it; one folder per node. Two readers on a node
+    are judged first: without a lock the ranks unpack over each other's files, and the missing
+    lock, not the half-written file or the clash it caused, is what to tell."""
     judge_ranks(reports, base, title)
     for r in reports:
+        on_disk = staging.content_digest(seen.path(r["path"]) / staging.IMAGES)
         expect(
-            r.get("digest") == digest,
-            "the archive's files, whole, in the folder returned",
+            on_disk == digest,
+            "the archive's files, whole, in the folder returned (as the check finds it on disk)",
             f"other contents (a folder of another job, or a copy cut short) in {r['path']}",
             f"{title}, {r['who']}",
         )
+
+
+def _cleanup(seen, reports: list[dict], job: str, root: str) -> None:
+    """Remove what the "/tmp" case left outside the check's folder `root`: each returned folder,
+    and the folder above it that is named after the check's job, if there is one."""
+    for path in (Path(r["path"]) for r in reports if r.get("path")):
+        if path.is_relative_to(root) or not path.is_absolute() or job not in str(path):
+            continue  # the check's folder goes as a whole; what it did not make, never
+        shutil.rmtree(seen.path(path), ignore_errors=True)
+        for folder in path.parents:
+            if job in folder.name:
+                shutil.rmtree(seen.path(folder), ignore_errors=True)
+                break
 
 
 @exercise(
@@ -132,7 +155,7 @@ def _judge(reports: list[dict], base: str, title: str, digest: str) -> None:
 )
 def check_stage_dataset(stage_dataset, folder=None, seed: int = 0):
     given = [] if folder is None else [folder]
-    got = run_probe(harness.staging_run, stage_dataset, *given)
+    got = run_probe(probes.staging_run, stage_dataset, *given)
     if got["stub"]:
         raise NotImplementedError
     if got["source"] is None:
@@ -140,10 +163,15 @@ def check_stage_dataset(stage_dataset, folder=None, seed: int = 0):
     _folder_given(folder)
     _judge_staging_step(got["results"], got["source"])
     job = f"check-{uuid.uuid4().hex[:8]}"
-    cases = run_probe(harness.staging_cases, stage_dataset, seed=seed, job=job)
-    digest = staging.bytes_digest(harness.archive_files(seed))
-    for case in cases:
-        _judge(case["reports"], case["base"], case["title"], digest)
+    digest = staging.bytes_digest(probes.archive_files(seed))
+    seen = outside(stage_dataset)
+    with seen.folder("course-10.1-") as root:
+        cases = run_probe(probes.staging_cases, stage_dataset, seed=seed, job=job, root=root)
+        try:
+            for case in cases:
+                _judge(case["reports"], case["base"], case["title"], digest, seen)
+        finally:
+            _cleanup(seen, [r for case in cases for r in case["reports"]], job, root)
     return (
         "your function staged the lab's data set once per node in the staging step, and in "
         "the check's own processes: one reader per node, whole copies; SLURM_TMPDIR, else "
@@ -236,7 +264,7 @@ def check_scaling_script(scaling_script, folder=None):
     if problems:
         raise CheckFailed(f"expected {problems[0]}")
     _folder_given(folder)
-    found = run_probe(harness.study_records, folder)
+    found = run_probe(probes.study_records, folder)
     sweep, where = _judge_study(found["records"], text, found["logs"])
     return (
         f"your script ran the four shapes and a sweep of {len(sweep)} learning rates; every "
@@ -250,7 +278,7 @@ def check_scaling_script(scaling_script, folder=None):
 
 def _own_study(folder) -> tuple[list, list]:
     _folder_given(folder)
-    records = run_probe(harness.study_records, folder)["records"]
+    records = run_probe(probes.study_records, folder)["records"]
     own = [r for r in records if r.get("study") == "scaling"]
     sweep = [r for r in records if r.get("study") == "sweep"]
     if sum(r.get("configuration", {}).get("ranks") == 1 for r in own) != 1 or not sweep:
@@ -268,7 +296,7 @@ def _own_study(folder) -> tuple[list, list]:
 
 def _own_log(folder) -> str:
     _own_study(folder)  # the log of a study that ran: its 1-rank runs reproduce
-    log = run_probe(harness.two_node_log, folder)
+    log = run_probe(probes.two_node_log, folder)
     if log is None:
         raise NotAttempted(
             STUDY + ": this check reads your 2-node run's log (records/logs/2x2.log)"
@@ -322,9 +350,12 @@ def check_diagnose_transport(diagnose_transport, folder=None):
 
 @held_out("10.3", cases=3)
 def held_out_transport(rng, diagnose_transport, folder=None):
-    """Logs drawn at random: an answer that only knows the visible logs fails them."""
+    """Logs drawn at random, and a plugin's excerpt the notebook never shows (its older name,
+    its network links only): an answer that only knows the visible logs fails them."""
     log = synthetic_log(rng)
     _named(diagnose_transport, "a log the check drew", log, transport.diagnose(log))
+    what = "a held-out excerpt (a network plugin of another name)"
+    _named(diagnose_transport, what, HELD_OUT_PLUGIN, "plugin")
 
 
 # ---- 10.4 how many GPUs, and the sweep's learning rate --------------------------------------

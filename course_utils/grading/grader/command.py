@@ -23,6 +23,7 @@ from course_utils.grading.grader.plan import Lesson
 from course_utils.grading.grader.prepared import Prepared, finish, prepare_runs
 from course_utils.grading.grader.results import choose_seed
 from course_utils.grading.grader.submissions import find_submissions
+from course_utils.grading.judge.beside import hidden_in_runs
 from course_utils.grading.runner import sandbox
 from course_utils.grading.runner.limits import Limits, default_limits, parse_size
 
@@ -69,7 +70,7 @@ def check_sandbox(limits: Limits, hidden: list[Path], probe: bool = True) -> Non
         return
     read_only, _ = sandbox.visible_paths()
     sandbox.check_hidden(read_only, hidden)
-    why = sandbox.problem(limits.max_procs) if probe else None
+    why = sandbox.problem(limits.max_procs, masked=hidden_in_runs()) if probe else None
     if why:
         raise ValueError(f"cannot grade in a sandbox: {why}")
 

@@ -1,13 +1,14 @@
 """The grading pipeline: a submission's file in, its grade out; many submissions at a time.
 
 One submission goes: read it (an unreadable one is graded 0 with the reason), build its
-grading notebook (plan.py), start its judge (judging.py: the checkers, outside the run), run it
-in the runner (one temporary folder, the sandbox, the limits) with the judge's socket as its one
-door out, compare its check cells with the reference, keep the log, then give it a status and
-each exercise the judge's verdict (verdicts.py). With a seed (`course grade` always has one) the
-judge also runs the checkers' held-out cases. `course check` (learner.py) calls the same
-`grade_notebook`, without the sandbox and without a seed, so learners see the verdicts of the
-visible cases.
+grading notebook (plan.py), start its judge (judge/beside.py: the checkers, outside the run),
+run it in the runner (one temporary folder, the sandbox, the limits) with the judge's socket
+as its one door out and its pytest announcing each check cell to the judge, compare its check
+cells with the reference, keep the log, then give it a status and each exercise the judge's
+verdict (verdicts.py); a knock the judge refused becomes a flag. With a seed (`course grade`
+always has one) the judge also runs the checkers' held-out cases. `course check` (learner.py)
+calls the same `grade_notebook`, without the sandbox and without a seed, so learners see the
+verdicts of the visible cases.
 
 What the isolation gives and what it does not is written in README.md, section "Grading".
 """
@@ -22,7 +23,8 @@ from pathlib import Path
 import nbformat
 
 from course_utils.files import atomic_write_text
-from course_utils.grading.exercises import FAILED, JUDGE_VARIABLE, held_out_cases, registry
+from course_utils.grading.catalog import catalog
+from course_utils.grading.exercises import FAILED
 from course_utils.grading.grader.gradebook import (
     ERROR,
     UNREADABLE,
@@ -30,10 +32,10 @@ from course_utils.grading.grader.gradebook import (
     SubmissionGrade,
     safe_name,
 )
-from course_utils.grading.grader.judging import judge_beside
 from course_utils.grading.grader.plan import GradingPlan, Lesson, build_grading_notebook
 from course_utils.grading.grader.submissions import Submission, read_notebook
 from course_utils.grading.grader.verdicts import _status, compare_checks, exercise_grades
+from course_utils.grading.judge.beside import judge_beside
 from course_utils.grading.runner import leftovers, nbval_runner, outputs
 from course_utils.grading.runner.limits import Limits
 
@@ -88,23 +90,37 @@ def _grade_run(
 ) -> None:
     """Run the plan's notebook beside its judge, compare its checks, keep its log, and grade it
     from the judge's verdicts into `grade`."""
-    grade.notes, grade.flags = plan.notes, plan.flags
+    grade.notes = plan.notes
     name = f"{lesson.lesson}_grading.ipynb"
-    with judge_beside(grade.seed, limits) as judge:
-        sockets = {JUDGE_VARIABLE: judge.socket}
-        run = nbval_runner.run_notebook(plan.notebook, name, limits, sockets=sockets)
+    with ThreadPoolExecutor(1) as beside_the_run:  # the flags parse cells while the run goes
+        flags = beside_the_run.submit(lambda: plan.flags)
+        with judge_beside(grade.seed, limits, lessons=[lesson.lesson]) as judge:
+            run = nbval_runner.run_notebook(
+                plan.notebook,
+                name,
+                limits,
+                sockets=judge.doors(),
+                announce=judge.runner_end,
+                masked=judge.hidden(),
+            )
+        # A knock the judge refused: a check no check cell asked for, or a second in its cell.
+        refused = [f"{line['refused']}: {line['why']}" for line in judge.verdicts.refused]
+        grade.flags = flags.result() + refused
     compare_checks(plan, lesson, run, outputs.sanitize_rules(sanitize))
     if logs is not None:
         atomic_write_text(logs / f"{safe_name(grade.learner)}__{lesson.lesson}.log", run.log)
     grade.status, grade.reason = _status(plan, run, limits)
-    held_out = {} if grade.seed is None else {i: held_out_cases(i) for i in plan.cells}
+    known = catalog()
+    held_out = (
+        {} if grade.seed is None else {i: known[i].held_out for i in plan.cells if i in known}
+    )
     grade.exercises = exercise_grades(
-        plan, run, judge.verdicts, limits.cell_timeout, _titles(), held_out
+        plan, run, judge.verdicts.lines, limits.cell_timeout, _titles(), held_out
     )
 
 
 def _titles() -> dict[str, str]:
-    return {ex_id: ex.title for ex_id, ex in registry().items()}
+    return {ex_id: ex.title for ex_id, ex in catalog().items()}
 
 
 def grade_all(

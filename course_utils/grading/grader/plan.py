@@ -10,47 +10,18 @@ outside the run (verdicts.compare_checks).
 
 from __future__ import annotations
 
-import re
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from course_utils.tooling.release import course_meta, exercise_sources, release_notebook
+from course_utils.grading.catalog import catalog
+from course_utils.grading.grader.flags import cell_flags
+from course_utils.grading.notebooks import course_meta, exercise_sources, release_notebook
 
 # Prepended to every check cell: an exercise cell that rebinds `check` changes nothing.
 FRESH_CHECK = "from course_utils.grading import check  # added by course grade"
-# What in an exercise cell an instructor may want to read. A flag never changes the points: the
-# judge decides them outside the learner's process, so none of this can award one; a flag points
-# at an attempt (or an honest answer doing something unusual). Text matching is a second line of
-# defence only: an obfuscated attack passes any of these.
-FLAG_PATTERNS = {
-    "mentions solutions/": r"solutions",
-    "opens or removes files": r"\bopen\(|\.write_text|\.write_bytes|shutil\.|os\.(remove|unlink)",
-    "exits or kills the process": r"sys\.exit|os\._exit|os\.kill|\bsignal\.",
-    "starts processes": (
-        r"subprocess|os\.system|os\.fork|os\.exec|multiprocessing|^\s*!|%%(bash|sh|script)"
-        r"|%system|\bget_ipython\(\)\.system"
-    ),
-    "touches the grading machinery": (
-        r"\bgrading\b|_REGISTRY|_SESSION|_PROBES|\bcheck\s*=|judge|COURSE_JUDGE"
-    ),
-    "replaces builtins or output": (
-        r"builtins|__builtins__|\bprint\s*=|sys\.(stdout|stderr|modules)\b"
-    ),
-    "runs code built at run time": (
-        r"\bexec\s*\(|\beval\s*\(|\bcompile\s*\(|__import__|importlib|base64|codecs|rot.?13"
-        r"|marshal|pickle\.loads"
-    ),
-    "reaches into frames or globals": (
-        r"__globals__|__code__|_getframe|\bgc\.|inspect\.|__subclasses__|object\.__setattr__"
-        r"|__dict__\s*\[|ctypes"
-    ),
-    "hooks IPython": (
-        r"get_ipython|input_transformers|\.events\.register|register_magic|post_run_cell"
-        r"|pre_run_cell|IPython"
-    ),
-}
 
 
 @dataclass
@@ -91,7 +62,13 @@ class GradingPlan:
     cells: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (exercise, check) cell
     points: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
+    answers: dict[str, str] = field(default_factory=dict)  # the learner's exercise cells, by id
+
+    @functools.cached_property
+    def flags(self) -> list[str]:
+        """The review flags of the learner's cells, read when first asked (the grader asks
+        after the run: parsing cells costs seconds of IPython's import the run need not wait)."""
+        return review_flags(self.answers)
 
     def code_cell_count(self) -> int:
         return sum(c.cell_type == "code" for c in self.notebook.cells)
@@ -159,27 +136,20 @@ def build_grading_notebook(lesson: Lesson, submission: nbformat.NotebookNode) ->
                 )
             cell.source = f"{FRESH_CHECK}\n{cell.source}"
             plan.cells[ex_id] = (plan.cells.get(ex_id, (-1, -1))[0], number)
-    plan.flags = review_flags(answers)
+    plan.answers = answers
     return plan
 
 
 def review_flags(answers: dict[str, str]) -> list[str]:
-    """Things in the exercise cells an instructor may want to read; they do not change points.
-    A flag the exercise itself calls for (its `allows`) is not raised for it; an answer that
-    calls the course's own implementation of the exercise (its `reference`) is."""
-    from course_utils.grading.exercises import registry
-
-    known = registry()
+    """Things in the exercise cells an instructor may want to read (flags.py); they do not
+    change points. A flag the exercise itself calls for (its `allows`) is not raised for it; an
+    answer that reaches the course's own implementation of the exercise (its `reference`),
+    under any name, is."""
+    known = catalog()
     flags = []
     for ex_id, source in sorted(answers.items()):
         entry = known.get(ex_id)
         allowed = set(entry.allows) if entry else set()
-        flags += [
-            f"{ex_id}: {what}"
-            for what, pattern in FLAG_PATTERNS.items()
-            if what not in allowed and re.search(pattern, source, re.MULTILINE)
-        ]
-        lazy = [p for p in (entry.reference if entry else ()) if re.search(p, source)]
-        if lazy:
-            flags.append(f"{ex_id}: calls the course's own answer ({lazy[0]})")
+        reference = entry.reference if entry else ()
+        flags += [f"{ex_id}: {flag}" for flag in cell_flags(source, allowed, reference)]
     return flags

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils.files import atomic_write_text
+from course_utils.grading.catalog import prepares_runs
 from course_utils.grading.grader import lms
 from course_utils.grading.grader.gradebook import SubmissionGrade, summary_table, write_outputs
 from course_utils.grading.grader.plan import Lesson
@@ -39,9 +40,10 @@ def prepare_runs(lessons: dict[str, Lesson], limits: Limits) -> list[str]:
 
     said = []
     for number in sorted(lessons):
-        prepare = getattr(checks_module(f"lesson{number}"), "prepare_runs", None)
-        if prepare is not None:
-            said.append(prepare())
+        for name in prepares_runs(number):  # imported only where there is work to do
+            prepare = getattr(checks_module(name), "prepare_runs", None)
+            if prepare is not None:
+                said.append(prepare())
     return said
 
 

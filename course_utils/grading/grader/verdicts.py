@@ -1,12 +1,12 @@
 """From the judge's verdicts and a run's records to grades: the rules that give points.
 
-An exercise earns its points when the judge (grading/judge.py, outside the learner's reach)
+An exercise earns its points when the judge (grading/judge/, outside the learner's reach)
 passed it AND its check cell ran with outputs equal to the reference's (`compare_checks`, by
 nbval's rules, outside the sandbox): what the run printed or wrote never earns a point; a check
-cell whose output differs loses it (`judge`). Where the exercise has held-out cases, the judge
-must have run them all and all must pass (`with_held_out`). The submission as a whole gets a
-status (`_status`): ok, or why the run ended early (its time limit, a cell's, a dead kernel,
-nothing ran); the points of the checks that ran before stay.
+cell whose output differs loses it (`exercise_grade`). Where the exercise has held-out cases,
+the judge must have run them all and all must pass (`with_held_out`). The submission as a
+whole gets a status (`_status`): ok, or why the run ended early (its time limit, a cell's, a
+dead kernel, nothing ran); the points of the checks that ran before stay.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ def exercise_grades(
     titles: dict[str, str],
     held_out: dict[str, int] | None = None,
 ) -> list[ExerciseGrade]:
-    """Every exercise of the plan: the judge's verdict (`judged`: id -> its last verdict line),
+    """Every exercise of the plan: the judge's verdict (`judged`: id -> its verdict line),
     held against the run's records of its cells (`titles`: id -> title; `held_out`: id -> its
     held-out cases, for a grade that ran them)."""
     grades = []
     for ex_id, (exercise_cell, check_cell) in plan.cells.items():
-        grade = judge(
+        grade = exercise_grade(
             ex_id,
             titles.get(ex_id, ex_id),
             plan.points.get(ex_id, 1),
@@ -92,7 +92,7 @@ def with_held_out(grade: ExerciseGrade, cases: int, line: dict | None) -> Exerci
     return replace(grade, held_out=cases, held_out_passed=cases)
 
 
-def judge(
+def exercise_grade(
     ex_id: str,
     title: str,
     points: int,

@@ -12,8 +12,8 @@ channel. `course check` and `course grade
     sandbox.py       the bubblewrap sandbox: what a run sees, its prlimit, whether bwrap works
     cgroups.py       a pids cgroup where RLIMIT_NPROC does not count (root)
     nbval_record.py  a pytest plugin inside the run: one JSON line per cell
-    channel.py       the run's side channel: a file its own code may append JSON lines to
+    announce.py      a pytest plugin inside the run: each check cell announced to the judge
     kernel_watch.py  a pytest plugin: a cell whose kernel dies fails at once
     outputs.py       what the record keeps of a cell's outputs, and nbval's comparison of them
-Nothing is imported here: the two plugins load this package inside every run.
+Nothing is imported here: the plugins load this package inside every run.
 """

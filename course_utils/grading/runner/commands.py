@@ -19,7 +19,8 @@ from pathlib import Path
 from course_utils.grading.runner import sandbox
 from course_utils.grading.runner.limits import Limits
 
-PLUGINS = (f"{__package__}.nbval_record", f"{__package__}.kernel_watch")  # loaded with -p
+# Loaded with -p: the cell record, the kernel watch, and the announcements of check cells.
+PLUGINS = (f"{__package__}.nbval_record", f"{__package__}.kernel_watch", f"{__package__}.announce")
 RECORD, INI = "cells.jsonl", "pytest.ini"  # the run's own files, in its private folder
 
 
@@ -30,17 +31,30 @@ def command(
     token: str,
     variables: Mapping[str, str] | None = None,
     sockets: Mapping[str, Path] | None = None,
+    announce_fd: int | None = None,
+    masked: tuple = (),
 ):
     """(argv, environment) of the run of `notebook`; `private` holds the run's own files;
     `variables` are set in the run (pytest and its kernel); `sockets`: variable -> a Unix socket
-    of the caller's, shown in the run."""
-    build = _sandboxed if limits.sandbox else _unsandboxed
-    return build(notebook, limits, private, token, dict(variables or {}), dict(sockets or {}))
+    of the caller's, shown in the run; `announce_fd`: a descriptor the run inherits, on which its
+    pytest announces each check cell (announce.py); `masked`: folders the sandbox hides
+    (`sandbox.Layout.masked`)."""
+    if limits.sandbox:
+        cmd, env = _sandboxed(
+            notebook, limits, private, token, dict(variables or {}), dict(sockets or {}), masked
+        )
+    else:
+        cmd, env = _unsandboxed(
+            notebook, limits, private, token, dict(variables or {}), dict(sockets or {})
+        )
+    if announce_fd is not None:  # before the notebook, pytest's last word
+        cmd[-1:-1] = ["--course-announce-fd", str(announce_fd)]
+    return cmd, env
 
 
 def pytest_command(notebook: str, record: str, ini: str, cell_timeout: float) -> list[str]:
-    """pytest --nbval on `notebook`, with the record and kernel-watch plugins; paths as the run
-    sees them."""
+    """pytest --nbval on `notebook`, with the record, kernel-watch and announcing plugins;
+    paths as the run sees them."""
     plugins = [arg for name in PLUGINS for arg in ("-p", name)]
     return [
         sys.executable,
@@ -89,7 +103,13 @@ def _unsandboxed(
 
 
 def _sandboxed(
-    notebook: Path, limits: Limits, private: Path, token: str, variables: dict, sockets: dict
+    notebook: Path,
+    limits: Limits,
+    private: Path,
+    token: str,
+    variables: dict,
+    sockets: dict,
+    masked: tuple = (),
 ):
     """Command and environment of a run in the sandbox: the notebook and pytest.ini are shown
     read-only; the record is the host file it writes; each socket's folder, which holds that
@@ -117,6 +137,7 @@ def _sandboxed(
             **sandbox.sandbox_env(token, limits.threads),
         },
         max_disk=limits.max_disk,
+        masked=masked,
     )
     limit = sandbox.limit_command(
         limits.max_procs,

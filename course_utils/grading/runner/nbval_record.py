@@ -15,8 +15,8 @@ import json
 
 import pytest
 
+from course_utils.grading.notebooks import course_meta
 from course_utils.grading.runner.outputs import clip, recordable
-from course_utils.tooling.release import course_meta
 
 
 def pytest_addoption(parser):

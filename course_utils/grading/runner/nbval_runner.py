@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import socket
 import subprocess
 import tempfile
 import uuid
@@ -52,15 +53,19 @@ def run_notebook(
     limits: Limits,
     variables: Mapping[str, str] | None = None,
     sockets: Mapping[str, Path] | None = None,
+    announce: socket.socket | None = None,
+    masked: tuple = (),
 ) -> Run:
     """Run `notebook`, written as `name` into the run's temporary folder, within the limits;
-    `variables` are set in the run, and `sockets` shown in it."""
+    `variables` are set in the run, `sockets` shown in it, each check cell announced on
+    `announce` (one end of a socket pair the caller made), and `masked` folders hidden from it
+    (`sandbox.Layout.masked`)."""
     with _temporary_folder("course-grade-") as folder:
         (folder / "home").mkdir()
         (folder / "run").mkdir()
         path = folder / "home" / name
         nbformat.write(notebook, path)
-        return run_in(path, limits, folder / "run", variables, sockets)
+        return run_in(path, limits, folder / "run", variables, sockets, announce, masked)
 
 
 def run_nbval(notebook: Path, limits: Limits) -> Run:
@@ -78,27 +83,42 @@ def run_in(
     private: Path,
     variables: Mapping[str, str] | None = None,
     sockets: Mapping[str, Path] | None = None,
+    announce: socket.socket | None = None,
+    masked: tuple = (),
 ) -> Run:
     """Run `notebook`, with the run's own files (record, log, pytest.ini) in `private`."""
     token = uuid.uuid4().hex
     (private / commands.INI).write_text("[pytest]\n")
     (private / commands.RECORD).touch()
+    fds = () if announce is None else (announce.fileno(),)
     with cgroups.process_cap(limits.max_procs if limits.sandbox else 0) as group:
-        cmd, env = commands.command(notebook, limits, private, token, variables, sockets)
+        announce_fd = fds[0] if fds else None
+        cmd, env = commands.command(
+            notebook, limits, private, token, variables, sockets, announce_fd, masked
+        )
         if group is not None:
             cmd = group.enter_command() + cmd
-        timed_out, returncode = _run(cmd, env, private, token, limits, group)
+        timed_out, returncode = _run(cmd, env, private, token, limits, group, fds)
     log = (private / LOG).read_bytes()[-LOG_TAIL:].decode("utf-8", errors="replace")
     records = read_records(private / commands.RECORD)
     return Run(records, timed_out, returncode, log)
 
 
-def _run(cmd, env, cwd: Path, token: str, limits: Limits, group) -> tuple[bool, int | None]:
-    """Start the run, wait up to the notebook's limit, end what is left: (timed out, exit code)."""
+def _run(
+    cmd, env, cwd: Path, token: str, limits: Limits, group, fds: tuple[int, ...] = ()
+) -> tuple[bool, int | None]:
+    """Start the run, wait up to the notebook's limit, end what is left: (timed out, exit code).
+    `fds` are descriptors the run inherits (the announcing channel)."""
     with (
         open(cwd / LOG, "wb") as out,
         processes.started(
-            cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            cmd,
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            pass_fds=fds,
         ) as proc,
         leftovers.tracked(proc, token, group),  # also what learner code left after a normal end
     ):

@@ -91,6 +91,8 @@ class Layout:
     env: Mapping[str, str] = field(default_factory=dict)
     max_disk: int = DEFAULTS.max_disk  # bytes of the tmpfs at WORK, and of the one at /dev/shm
     cwd: str = HOME
+    # Folders inside a read-only path that the run must not see: (folder, files of it shown).
+    masked: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def bwrap_command(layout: Layout, command: list[str], bwrap: str = "bwrap") -> list[str]:
@@ -120,6 +122,11 @@ def bwrap_command(layout: Layout, command: list[str], bwrap: str = "bwrap") -> l
     argv += ["--size", str(layout.max_disk), "--tmpfs", WORK, "--dir", HOME]
     for path in layout.read_only:
         argv += ["--ro-bind", path, path]
+    for folder, shown in layout.masked:  # an empty folder in its place, but for `shown`
+        argv += ["--tmpfs", folder]
+        for name in shown:
+            argv += ["--ro-bind", f"{folder}/{name}", f"{folder}/{name}"]
+        argv += ["--remount-ro", folder]
     for target, link in layout.symlinks:
         argv += ["--symlink", target, link]
     for host, inside in layout.files:
@@ -307,11 +314,12 @@ def find_bwrap() -> str | None:
     return os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
 
 
-def problem(max_procs: int, timeout: float = 60) -> str | None:
+def problem(max_procs: int, timeout: float = 60, masked=()) -> str | None:
     """Why a grading sandbox cannot run here, with the fix; None when one ran.
 
-    Starts the sandbox a real run gets (same layout and limits) with `python -c
-    "import course_utils"`, so a missing path in the whitelist shows up here, not per notebook.
+    Starts the sandbox a real run gets (same layout, `masked` folders and limits) with `python
+    -c "import course_utils"`, so a missing path in the whitelist shows up here, not per
+    notebook.
     """
     bwrap = find_bwrap()
     if not bwrap or not (os.access(bwrap, os.X_OK) and os.path.isfile(bwrap)):
@@ -327,7 +335,7 @@ def problem(max_procs: int, timeout: float = 60) -> str | None:
             "controller, or pass --max-procs 0 to grade without a process limit"
         )
     read_only, links = visible_paths()
-    layout = Layout(tuple(read_only), tuple(links), env=sandbox_env("probe", 1))
+    layout = Layout(tuple(read_only), tuple(links), env=sandbox_env("probe", 1), masked=masked)
     command = limit_command(max_procs, 0, 0, 0, prlimit)
     command += [sys.executable, "-c", "import course_utils"]
     try:

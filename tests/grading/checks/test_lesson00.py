@@ -11,6 +11,7 @@ from course_utils import batch
 from course_utils.doctor import gpu
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson00
+from course_utils.grading.probes import lesson00 as probes00
 
 
 def _stub(*args):
@@ -38,14 +39,14 @@ slurm job             [info ]  not in a Slurm job (no SLURM_JOB_ID)
 """
 
 
-def _ran(output=REPORT, launcher="local", job_id=None, code=0):
+def _ran(output=REPORT, launcher="local", job_id=None, code=0, state=None):
     """A run_doctor_job that returns the job batch.run_script would, running nothing."""
-    return lambda script, folder: batch.Job("doctor", launcher, code, output, 1.0, job_id)
+    return lambda script, folder: batch.Job("doctor", launcher, code, output, 1.0, job_id, state)
 
 
 @pytest.fixture(autouse=True)
 def here(monkeypatch):
-    monkeypatch.setattr(lesson00, "this_machine", lambda: {"partition": "debug", "setup": ""})
+    monkeypatch.setattr(probes00, "this_machine", lambda: {"partition": "debug", "setup": ""})
 
 
 def _job(script, ran=None):
@@ -148,9 +149,36 @@ def test_a_doctor_job_on_slurm_is_held_against_sacct(fake_commands):
     assert failed.message == "expected job 41 COMPLETED in sacct, got FAILED"
     fake_commands({"sacct": SACCT.format(state="COMPLETED", tres="cpu=1,mem=2000M,node=1")})
     small = run_check("00.1", script, _ran(SLURM_REPORT, "slurm", "41"))
-    assert small.message.startswith("expected 7 CPUs and 1 GPU allocated, as the session asks")
+    assert small.message.startswith("expected at least 7 CPUs (a node that allocates whole")
+    whole_cores = "billing=8,cpu=8,gres/gpu=1,mem=5600M,node=1"  # 7 CPUs rounded up to 4 cores
+    fake_commands(
+        {"sacct": SACCT.format(state="COMPLETED", tres=whole_cores).replace("|7|", "|8|")}
+    )
+    assert run_check("00.1", script, _ran(SLURM_REPORT, "slurm", "41")).passed
     elsewhere = run_check("00.1", script, _ran(REPORT, "slurm", "41"))
     assert elsewhere.message.startswith("expected the report of job 41 itself")
+
+
+def test_a_pending_doctor_job_is_said_to_be_pending():
+    def script(partition, setup):
+        return DOCTOR_JOB.replace("partition=alpha", f"partition={partition}")
+
+    note = "job 41 was still waiting in the queue after 600 s (reason: Priority); cancelled it"
+    pending = run_check("00.1", script, _ran(note + "\n", "slurm", "41", 1, "PENDING"))
+    assert pending.verdict == "not attempted yet", pending
+    assert pending.message.startswith(f"your job 41 is pending: it did not start ({note})")
+    assert "partition debug has room" in pending.message
+
+
+def test_the_job_goes_to_the_courses_partition(monkeypatch, tmp_path):
+    config = tmp_path / "config.sh"
+    config.write_text("COURSE_PARTITION=${COURSE_PARTITION:-gpu}    # e.g. gpu\n")
+    assert batch.site_partition({}, config) == "gpu"
+    assert batch.site_partition({"COURSE_PARTITION": "a100"}, config) == "a100"
+    assert batch.site_partition({}, batch.SITE_CONFIG) == ""  # the course's: the cluster default
+    monkeypatch.undo()  # the real this_machine, with the course's setting
+    monkeypatch.setenv("COURSE_PARTITION", "gpu-short")
+    assert probes00.this_machine()["partition"] == "gpu-short"
 
 
 def test_pairing():
@@ -297,3 +325,12 @@ def test_00_2_held_out_cases_fail_a_table_of_the_visible_answers(held_out_catche
     failure = held_out_catches("00.2", torchvision_pairs, table)
     pattern = r"compatible\('2\.\d+\.\d\S*', '0\.\d+\.\d\S*'\): expected True, got False"
     assert re.fullmatch(pattern, failure), failure
+
+
+def test_00_3_s_cases_are_the_one_build_rules_answers():
+    """The check asks gpu.build_verdict (lesson 07.3's rule too); its listed cases agree."""
+    for _, driver, capability, want in lesson00.NODES:
+        assert lesson00.newest_that_runs(driver, capability, lesson00.WHEELHOUSE) == want
+    ptx_only = [{"tag": "cu128", "cuda": "12.8", "arch_list": ["sm_90", "compute_90"]}]
+    assert lesson00.newest_that_runs("570.86.10", (12, 0), ptx_only) == "cu128"
+    assert lesson00.newest_that_runs("560.35.03", (12, 0), ptx_only) is None  # PTX of 12.8

@@ -190,3 +190,21 @@ def test_01_4_held_out_cases_fail_the_visible_gradient_typed_in(held_out_catches
         failure.startswith("gradient of sum(x**3 + 2x) at x=[")
         and "got [5.0, 14.0, 29.0]" in failure
     )
+
+
+def test_01_1_held_out_case_fails_a_batch_kept_from_the_visible_case():
+    from course_utils.grading.exercises import run_held_out
+    from course_utils.grading.probes.lesson01 import batch_of
+
+    kept = batch_of((8, 3, 4, 4), 0).reshape(8, -1)  # the visible case's flattened batch
+
+    def costs(images):  # not asked again: the timings are the visible case's to check
+        raise AssertionError("the held-out case times nothing")
+
+    for seed in range(3):
+        assert run_held_out("01.1", seed, lambda x: x.flatten(1), costs).passed == 1
+        caught = run_held_out("01.1", seed, lambda x: kept.clone(), costs)
+        assert (
+            caught.passed == 0
+            and "batch_flatten: expected the batch of shape" in caught.failures[0]
+        )

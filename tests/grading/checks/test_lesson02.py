@@ -14,7 +14,8 @@ import torch
 
 from course_utils import cpu_sweep, data, hpc
 from course_utils.grading import CheckFailed, NotAttempted, run_check
-from course_utils.grading.checks import lesson02, lesson02_harness
+from course_utils.grading.checks import lesson02
+from course_utils.grading.probes import lesson02 as lesson02_harness
 from course_utils.timing import time_fn
 
 NOT_ATTEMPTED = "not attempted yet"

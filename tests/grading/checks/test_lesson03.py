@@ -17,13 +17,13 @@ import torch
 
 from course_utils import timing
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
-from course_utils.grading.checks import lesson03, lesson03_harness
+from course_utils.grading.checks import lesson03, lesson03_references
 from course_utils.profiling import operator_self_times, profile_call, read_trace
 
 # The judge's own profile and timing of a step depend on its batch and seed alone: measured
 # once here for every test of 03.4 (a judge grades one notebook; each test would measure again).
-_OWN_OPERATORS = functools.cache(lesson03_harness.own_operators)
-_OWN_STEP_SECONDS = functools.cache(lesson03_harness.own_step_seconds)
+_OWN_OPERATORS = functools.cache(lesson03_references.own_operators)
+_OWN_STEP_SECONDS = functools.cache(lesson03_references.own_step_seconds)
 
 
 @pytest.fixture(autouse=True)
@@ -423,7 +423,7 @@ def well_informed_typed_trace(step, trace_path):
 
 def trace_of_another_step(step, trace_path):
     """A real trace, of the notebook's own step (batch 128), not of the step handed over."""
-    from course_utils.grading.checks.lesson03_harness import training_step
+    from course_utils.grading.probes.lesson03 import training_step
 
     step()  # called, but outside the profile
     return most_expensive_operator(training_step(128, 0), trace_path)
@@ -488,8 +488,7 @@ def test_reference_answers_on_a_real_gpu():
 
 
 def test_03_3_held_out_cases_fail_the_visible_figures_typed_in(held_out_catches):
-    from course_utils.grading.checks.lesson03 import _LOOPS
-    from course_utils.grading.checks.lesson03_harness import own_rate
+    from course_utils.grading.checks.lesson03 import _LOOPS, own_rate
 
     visible = {
         (len(sizes), warmup): own_rate(settings, sizes, warmup)
@@ -548,8 +547,8 @@ def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
     import nbformat
 
     from course_utils.grading.grader.plan import review_flags
+    from course_utils.grading.notebooks import exercise_sources
     from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import exercise_sources
 
     solution = nbformat.read(REPO_ROOT / "solutions" / "03_async_streams_memory.ipynb", 4)
     sources = exercise_sources(solution)

@@ -187,7 +187,7 @@ def step_with_a_well_informed_trace(model, inputs, targets, trace_path):
 
 def step_with_the_notebooks_trace(model, inputs, targets, trace_path):
     """The step run unprofiled, and the trace of another step (another model and batch)."""
-    from course_utils.grading.checks.lesson04_harness import batch_of, small_model
+    from course_utils.grading.probes.lesson04 import batch_of, small_model
 
     profiled(autocast_step)(small_model(0), *batch_of(16, 0), trace_path)
     return autocast_step(model, inputs, targets)
@@ -347,8 +347,8 @@ def test_solution_cells_raise_no_flag_and_the_course_answer_is_flagged():
     import nbformat
 
     from course_utils.grading.grader.plan import review_flags
+    from course_utils.grading.notebooks import exercise_sources
     from course_utils.paths import REPO_ROOT
-    from course_utils.tooling.release import exercise_sources
 
     solution = nbformat.read(REPO_ROOT / "solutions" / "04_tf32_mixed_precision.ipynb", 4)
     sources = exercise_sources(solution)

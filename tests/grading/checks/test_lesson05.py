@@ -10,8 +10,9 @@ from lesson05_answers import ddp_header
 from course_utils import models
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
 from course_utils.grading import NOT_ATTEMPTED, CheckFailed, held_out_cases, run_check
-from course_utils.grading.checks import lesson05, lesson05_harness
+from course_utils.grading.checks import lesson05
 from course_utils.grading.exercises import run_held_out
+from course_utils.grading.probes import lesson05 as lesson05_harness
 from course_utils.jobs import ddp_exercise, single_process
 
 
@@ -209,16 +210,40 @@ def test_05_3_the_documentation_s_header_is_what_it_was():
     assert ddp_header(GPU_JOB.as_dict()) == (
         "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=4\n#SBATCH --gres=gpu:4\n"
         "#SBATCH --cpus-per-task=12\n#SBATCH --mem=480G\n#SBATCH --time=02:00:00\n"
-        "#SBATCH --signal=B:USR1@300\n"
     )
     for job in (GPU_JOB, CPU_JOB):
         lesson05.check_header(ddp_header(job.as_dict()), job, "the reference")
 
 
-def test_05_3_a_signal_without_b_is_caught():
-    message = _failure(_changed("--signal=B:USR1", "--signal=USR1"))
-    assert "expected --signal=B:USR1@300, got --signal=USR1@300" in message
-    assert "never the batch shell" in message and "trap" in message
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("B:USR1@300", "SIGUSR1 to the batch shell 300 s before the limit"),
+        ("B:10@300", "SIGUSR1 to the batch shell 300 s before the limit"),
+        ("B:SIGUSR1@300", "SIGUSR1 to the batch shell 300 s before the limit"),
+        ("USR1", "SIGUSR1 to every job step (not the batch shell) 60 s before the limit"),
+    ],
+)
+def test_05_3_a_signal_the_commands_do_not_trap_is_refused_as_sbatch_reads_it(spec, said):
+    """slurm/ddp_srun.sh traps nothing: bash's (and Python's) default for SIGUSR1 is to exit, so
+    the warning would end the job early without a checkpoint."""
+    message = _failure(lambda job: ddp_header(job) + f"#SBATCH --signal={spec}\n")
+    assert f"expected no --signal, got --signal={spec} ({said})" in message
+    assert "trap nothing" in message and "checkpoint_requeue.sh" in message
+    assert "ends" in message and "early" in message
+    bad = _failure(lambda job: ddp_header(job) + "#SBATCH --signal=B:FOO@1\n")
+    assert "expected no --signal, got one sbatch refuses: --signal='B:FOO@1'" in bad
+
+
+def test_05_3_gpus_per_task_is_refused_and_says_why():
+    message = _failure(_changed("--gres=gpu:4", "--gpus-per-task=1"))
+    assert message.startswith("GPU_JOB: expected --gres=gpu:4 or --gpus-per-node=4 (GPUs per")
+    assert "ConstrainDevices=yes" in message and "--gpu-bind=none" in message
+    assert lesson05.check_header(
+        ddp_header(GPU_JOB.as_dict()).replace("--gres=gpu:4", "--gpus-per-node=4"),
+        GPU_JOB,
+        "per node",
+    )
 
 
 def test_05_3_wrong_headers_say_what_was_expected():
@@ -234,8 +259,6 @@ def test_05_3_wrong_headers_say_what_was_expected():
     assert "--mem=480G (memory per node" in per_task
     gres_per_task = _failure(_changed("--gres=gpu:4", "--gres=gpu:1"))
     assert "GPUs per node, not per task" in gres_per_task
-    no_signal = _failure(_changed("#SBATCH --signal=B:USR1@300\n", ""))
-    assert "got no --signal" in no_signal
     unreadable = _failure(lambda job: ddp_header(job) + "#SBATCH --time=two hours\n")
     assert "sbatch could not read it" in unreadable
     no_shebang = _failure(lambda job: ddp_header(job).removeprefix("#!/bin/bash\n"))

@@ -18,12 +18,12 @@ import torch
 
 from course_utils.checkpoint import unwrap_model
 from course_utils.grading import CheckFailed, run_check
-from course_utils.grading.checks import lesson06
-from course_utils.grading.checks.lesson06_harness import final_hash, uninterrupted
+from course_utils.grading.checks import lesson06_resume
+from course_utils.grading.checks.lesson06_resume import final_hash, uninterrupted
 from course_utils.grading.grader.plan import review_flags
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
 from course_utils.resumable import EX_TEMPFAIL, Config, record, train
-from course_utils.tooling.release import course_meta
 
 
 def stub(*args):
@@ -103,8 +103,9 @@ def test_atomic_save():
     assert run_check("06.2", stub).verdict == "not attempted yet"
     plain = run_check("06.2", lambda obj, path: torch.save(obj, path))
     assert plain.message == (
-        WHAT + "expected os.replace(a temporary file in the same folder, path), got no rename "
-        "onto path"
+        WHAT + "expected path untouched until the rename (the old checkpoint intact while the "
+        "new one is written), got path modified and opened in place: write a temporary file, "
+        "not path"
     )
 
 
@@ -115,12 +116,16 @@ def test_a_temporary_file_in_another_folder_fails():
         os.replace(tmp, path)
 
     wrong = run_check("06.2", elsewhere)
-    assert wrong.message.startswith(WHAT + "expected the temporary file in the folder of path")
+    assert wrong.message == (
+        WHAT + "expected the temporary file in the folder of path (a rename is atomic within "
+        "one file system), got a file renamed from another folder"
+    )
 
 
 def test_a_rename_that_moves_nothing_fails():
-    """Issue 30: the path written in place, then renamed onto itself, the rename a check that
-    looks only for os.replace(..., path) accepts."""
+    """The path written in place, then renamed onto itself: the rename a check that looks only
+    for os.replace(..., path) in the learner's process would accept; the file system saw the
+    path written."""
 
     def in_place(obj, path):
         buffer = io.BytesIO()
@@ -129,9 +134,20 @@ def test_a_rename_that_moves_nothing_fails():
         os.replace(path, path)
 
     wrong = run_check("06.2", in_place)
+    assert "got path modified and opened in place" in wrong.message
+
+
+def test_a_rename_of_a_file_never_written_beside_it_fails():
+    def linked(obj, path):  # a file made elsewhere, hard-linked beside path, then renamed
+        made = Path(tempfile.mkdtemp()) / "made.pt"
+        torch.save(obj, made)
+        os.link(made, f"{path}.new")
+        os.replace(f"{path}.new", path)
+
+    wrong = run_check("06.2", linked)
     assert wrong.message == (
-        WHAT + "expected a rename of another file onto path, got os.replace('ckpt.pt', "
-        "'ckpt.pt'), which moves nothing"
+        WHAT + "expected the renamed file written and closed before the rename (complete), got "
+        "'ckpt.pt.new' renamed without being written and closed in the folder first"
     )
 
 
@@ -140,7 +156,7 @@ def test_a_path_written_before_its_rename_or_renamed_unfinished_fails():
         torch.save(obj, path)
         atomic_save(obj, path)
 
-    assert "got path rewritten or gone when the rename came" in run_check("06.2", both).message
+    assert "got path modified and opened in place" in run_check("06.2", both).message
 
     def unfinished(obj, path):  # renamed before its last bytes are written
         buffer = io.BytesIO()
@@ -153,7 +169,7 @@ def test_a_path_written_before_its_rename_or_renamed_unfinished_fails():
             f.write(data[100:])
 
     wrong = run_check("06.2", unfinished)
-    assert "expected the renamed file, complete, as the new checkpoint" in wrong.message
+    assert "got path modified in place" in wrong.message
 
 
 # ---- 06.3 ---------------------------------------------------------------------------------
@@ -167,6 +183,20 @@ def test_safe_load():
     assert unsafe.message == (
         "expected the malicious file refused, got its code ran (it created a folder); "
         "load with weights_only=True"
+    )
+
+
+def test_code_that_ran_and_cleaned_up_after_itself_still_ran():
+    def tidy(p):  # runs the file's code, then removes what it made
+        loaded = torch.load(p, map_location="cpu", weights_only=False)
+        for made in Path(p).parent.iterdir():
+            if made.is_dir():
+                made.rmdir()
+        return loaded
+
+    wrong = run_check("06.3", tidy)
+    assert wrong.message.endswith(
+        "got its code ran (it created a folder); load with weights_only=True"
     )
 
 
@@ -208,8 +238,8 @@ def _signalled_run(folder, seed=SEED, steps=STEPS):
 
 
 def in_the_kernel(folder, seed, steps):
-    """Issue 30: a run in the kernel, stopped by a real SIGUSR1 and resumed, its records
-    written through the package's own writer: everything right but the processes."""
+    """A run in the kernel, stopped by a real SIGUSR1 and resumed, its records written
+    through the package's own writer: everything right but the processes."""
     _signalled_run(folder, seed, steps)
     train(_settings(folder, seed, steps), log=lambda msg: None)
 
@@ -241,7 +271,7 @@ def _history(folder, pids=(101, 101, 202, 202)) -> list[dict]:
 def test_records_of_a_stopped_and_resumed_run_pass(tmp_path):
     in_the_kernel(tmp_path, SEED, STEPS)
     history = _history(tmp_path)
-    assert lesson06.verify_runs(history, os.getpid(), SEED, STEPS)["signal"] == "SIGUSR1"
+    assert lesson06_resume.verify_runs(history, os.getpid(), SEED, STEPS)["signal"] == "SIGUSR1"
     final = (tmp_path / f"ckpt-{STEPS:08d}.pt").read_bytes()
     assert final_hash(final) == uninterrupted(SEED, STEPS)
     other = uninterrupted(SEED + 1, STEPS)
@@ -250,7 +280,7 @@ def test_records_of_a_stopped_and_resumed_run_pass(tmp_path):
 
 def _refused(history, pid=None, seed=SEED, steps=STEPS) -> str:
     with pytest.raises(CheckFailed) as e:
-        lesson06.verify_runs(history, pid or os.getpid(), seed, steps)
+        lesson06_resume.verify_runs(history, pid or os.getpid(), seed, steps)
     return str(e.value)
 
 
@@ -287,7 +317,7 @@ def test_records_of_processes_the_function_did_not_start_fail(tmp_path):
     """Pids typed into the records: the probe lists the processes the function started."""
     in_the_kernel(tmp_path, SEED, STEPS)
     history = _history(tmp_path)
-    assert lesson06.verify_runs(history, os.getpid(), SEED, STEPS, started=[101, 202, 303])
+    assert lesson06_resume.verify_runs(history, os.getpid(), SEED, STEPS, started=[101, 202, 303])
     typed = _refused_started(history, started=[303, 404])
     assert typed == (
         "expected records written by the processes your function started during the check, got "
@@ -297,7 +327,7 @@ def test_records_of_processes_the_function_did_not_start_fail(tmp_path):
 
 def _refused_started(history, started) -> str:
     with pytest.raises(CheckFailed) as e:
-        lesson06.verify_runs(history, os.getpid(), SEED, STEPS, started=started)
+        lesson06_resume.verify_runs(history, os.getpid(), SEED, STEPS, started=started)
     return str(e.value)
 
 
@@ -310,13 +340,13 @@ def test_a_stop_written_by_another_process_than_its_run_fails(tmp_path):
 def test_a_resume_that_is_not_exact_ends_elsewhere(tmp_path):
     _signalled_run(tmp_path)
     train(_settings(tmp_path), restore_rng=False, log=lambda msg: None)
-    lesson06.verify_runs(_history(tmp_path), os.getpid(), SEED, STEPS)  # the records hold
+    lesson06_resume.verify_runs(_history(tmp_path), os.getpid(), SEED, STEPS)  # the records hold
     final = (tmp_path / f"ckpt-{STEPS:08d}.pt").read_bytes()
     assert final_hash(final) != uninterrupted(SEED, STEPS)
 
 
 def test_the_draws_stay_in_range():
-    draws = {lesson06.draw_run() for _ in range(20)}
+    draws = {lesson06_resume.draw_run() for _ in range(20)}
     assert len(draws) > 1
     assert all(1 <= seed < 100_000 and 16 <= steps <= 24 for seed, steps in draws)
 

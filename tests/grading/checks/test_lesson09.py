@@ -17,7 +17,7 @@ from torch import nn
 
 from course_utils import batch, failures, launching
 from course_utils.grading import NOT_ATTEMPTED, CheckFailed, run_check
-from course_utils.grading.checks import lesson09_harness as harness
+from course_utils.grading.checks import lesson09_references as harness
 from course_utils.grading.checks.lesson09 import judge_shared_loader
 
 
@@ -61,7 +61,7 @@ def test_09_1_diagnose_real_logs(tmp_path):
 
 def test_09_1_reads_the_notebooks_own_runs_too(tmp_path):
     """A run in the notebook's folder is checked against its own truth (here: a false one)."""
-    recorded = failures.load_runs(harness.RECORDED_RUNS)[0]
+    recorded = failures.load_runs(failures.RECORDED_RUNS)[0]
     (tmp_path / "extra").mkdir()
     (tmp_path / "extra" / "output.log").write_text(recorded.output)
     wrong_truth = {**recorded.truth, "rank": 1 - recorded.truth["rank"]}
@@ -342,7 +342,7 @@ def test_09_4_gradient_accumulation():
 
 
 def test_recorded_logs_show_paths_as_a_learner_reads_them():
-    runs = failures.load_runs(harness.RECORDED_RUNS)
+    runs = failures.load_runs(failures.RECORDED_RUNS)
     assert len(runs) == 8
     for run in runs:
         assert not re.search(r"/work/|/root/|/home/", run.output), run.name

@@ -5,7 +5,9 @@ logs, the staging step's results); 10.1's own processes and the real study are i
 tests/integration/test_lab_checks.py."""
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 from lab_fixtures import record
@@ -14,7 +16,8 @@ from course_utils import processes
 from course_utils.grading import NOT_ATTEMPTED, held_out_cases, run_check
 from course_utils.grading.checks import lesson10, lesson10_cases
 from course_utils.grading.exercises import run_held_out
-from course_utils.lab import cluster, run_records, small_files, transport
+from course_utils.grading.judge.outside import Outside
+from course_utils.lab import cluster, run_records, small_files, staging, transport
 from course_utils.lab.nccl_excerpts import EXCERPTS
 
 SCRIPT = cluster.SCRIPTS["scaling"].read_text()
@@ -142,13 +145,18 @@ def _report(node, rank, path, read, whole=3, expected=3, digest="d"):
 def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
     base = str(tmp_path / "cn{node}")
     one, two = str(tmp_path / "cn1" / "j" / "cn1"), str(tmp_path / "cn2" / "j" / "cn2")
+    for folder in (one, two):  # what the ranks left on disk, which the judge reads itself
+        (Path(folder) / staging.IMAGES).mkdir(parents=True)
+        (Path(folder) / staging.IMAGES / "00000.bin").write_bytes(b"archive")
+    digest = staging.content_digest(Path(one) / staging.IMAGES)
+    seen = Outside(os.getpid())
     good = [
         _report("cn1", 0, one, True),
         _report("cn1", 1, one, False),
         _report("cn2", 2, two, False),
         _report("cn2", 3, two, True),
     ]
-    lesson10._judge(good, base, "2 nodes", "d")  # raises nothing
+    lesson10._judge(good, base, "2 nodes", digest, seen)  # raises nothing
     judge = lesson10_cases.judge_ranks
     both = [_report("cn1", 0, one, True), _report("cn1", 1, one, True)]
     with pytest.raises(
@@ -171,10 +179,10 @@ def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
     raised = [_report("cn1", 0, one, True), {**_report("cn1", 1, one, False), "error": "KeyError"}]
     with pytest.raises(lesson10.CheckFailed, match="rank 1 on cn1: stage_dataset raised KeyError"):
         judge(raised, base, "2 nodes")
-    # a folder that holds another job's copy (or made-up files): not the archive the check drew
-    other = [_report("cn1", 0, one, True, digest="x"), _report("cn1", 1, one, False, digest="x")]
+    # a folder that holds another job's copy (or made-up files), whatever the ranks reported
+    (Path(two) / staging.IMAGES / "00000.bin").write_bytes(b"made up")
     with pytest.raises(lesson10.CheckFailed, match="expected the archive's files, whole"):
-        lesson10._judge(other, base, "2 nodes", "d")
+        lesson10._judge(good, base, "2 nodes", digest, seen)
 
 
 # ---- 10.2 ------------------------------------------------------------------------------------
@@ -212,11 +220,25 @@ def test_10_2_without_the_study_is_not_attempted(tmp_path):
             "expected a --time of at most 15 minutes, got 02:00:00",
         ),
         (
-            "#SBATCH --output=%x-%j.out",
-            "#SBATCH --output=scaling.out",
-            "expected an --output with %j (each job of the set its own log), got scaling.out",
+            "#SBATCH --mem-per-cpu=1G\n",
+            "",
+            "expected memory asked for (--mem-per-cpu=1G, or --mem: sacct's memory efficiency",
         ),
-        ("#SBATCH --gpus-per-task=1\n", "", "expected --gpus-per-task=1 in the header, got None"),
+        (
+            "#SBATCH --gpus-per-node=1\n",
+            "",
+            "expected --gpus-per-node=1 in the header (a GPU per task for its one task; the "
+            "study gives --gpus-per-node=N with N tasks per node), got no GPU request",
+        ),
+        (
+            "#SBATCH --gpus-per-node=1",
+            "#SBATCH --gpus-per-task=1",
+            "expected --gpus-per-node=1 (a GPU per task; the study gives --gpus-per-node=N with "
+            "N tasks per node), or --gpus-per-task=1 with srun --gpu-bind=none or "
+            "--gres-flags=allow-task-sharing (Slurm 23.11 and later): --gpus-per-task alone "
+            "binds each task to its own GPU, and where Slurm confines devices "
+            "(ConstrainDevices=yes, usual at GPU centres)",
+        ),
         (
             "#SBATCH --ntasks=1",
             "#SBATCH --ntasks=4",
@@ -230,9 +252,9 @@ def test_10_2_without_the_study_is_not_attempted(tmp_path):
         ),
         (
             '-c "$SLURM_CPUS_PER_TASK" ',
-            '-c "$SLURM_CPUS_PER_TASK" --gpus-per-task=1 --gpu-bind=closest ',
-            "expected no --gpu-bind=closest: --gpus-per-task=1 already binds each task to one "
-            "GPU of its own",
+            '-c "$SLURM_CPUS_PER_TASK" --gpu-bind=closest ',
+            "expected no --gpu-bind=closest: a binding gives each task GPUs of its own, and "
+            "where Slurm confines devices",
         ),
         (
             "-m course_utils.jobs.lab_train",
@@ -246,6 +268,18 @@ def test_10_2_wrong_scripts_fail_before_the_records_are_read(runs, old, new, mes
     assert old in SCRIPT
     result = run_check("10.2", script(SCRIPT.replace(old, new)), runs)
     assert result.verdict == "failed" and result.message.startswith(message), result.message
+
+
+@pytest.mark.parametrize(
+    "fix", ["--gpu-bind=none", "--gres-flags=allow-task-sharing"], ids=["bind-none", "sharing"]
+)
+def test_10_2_gpus_per_task_with_a_fix_keeps_the_rules(runs, fix):
+    """The rules let it through: what fails is only that the study ran another script."""
+    fixed = SCRIPT.replace("#SBATCH --gpus-per-node=1", "#SBATCH --gpus-per-task=1").replace(
+        '-c "$SLURM_CPUS_PER_TASK" ', f'-c "$SLURM_CPUS_PER_TASK" {fix} '
+    )
+    result = run_check("10.2", script(fixed), runs)
+    assert "got records of another" in result.message, result.message
 
 
 def test_10_2_records_of_another_script_fail(runs):
@@ -337,16 +371,18 @@ def test_10_2_slurm_runs_are_read_from_sacct(tmp_path, fake_commands, monkeypatc
 
 def diagnose_transport(log):
     kinds = set()
-    for via in re.findall(r" via (\S+)", log):
+    for via in re.findall(r" via (.+)", log):
         if via.startswith(("NET/Socket", "TCP/")):
             kinds.add("socket")
         elif via.startswith("NET/IB"):
             kinds.add("ib-gdr" if "/GDRDMA" in via else "ib")
+        elif via.startswith("NET/"):
+            kinds.add("plugin")
         elif via.startswith("SHM"):
             kinds.add("shm")
         elif via.startswith("P2P"):
             kinds.add("p2p")
-    return next(kind for kind in ("socket", "ib", "ib-gdr", "shm", "p2p") if kind in kinds)
+    return next(k for k in ("socket", "ib", "ib-gdr", "plugin", "shm", "p2p") if k in kinds)
 
 
 def test_10_3_names_the_transport_in_every_log(runs):
@@ -396,6 +432,36 @@ def test_10_3_gdrdma_is_not_ignored_and_names_are_checked(runs):
     assert no_gdr.message == "the constructed excerpt 'ib-gdr': expected 'ib-gdr', got 'ib'"
     vague = run_check("10.3", lambda log: "infiniband", runs)
     assert vague.message.startswith("your own 2-node run's log: expected one of ['p2p', 'shm',")
+
+
+def test_10_3_a_network_plugins_link_is_named_plugin(runs):
+    """An answer that knows IB and sockets only: the plugin excerpt's P2P link within a node
+    would answer 'p2p' though the job crosses nodes through the plugin."""
+
+    def no_plugin(log):
+        return diagnose_transport(re.sub(r"via NET/(?!IB|Socket)\S+", "via ?", log))
+
+    result = run_check("10.3", no_plugin, runs)
+    assert result.message == (
+        "the constructed excerpt 'plugin': expected 'plugin', got 'p2p': across nodes the "
+        "network link decides, not the links within a node"
+    ), result.message
+
+
+def test_10_3_the_held_out_plugin_excerpt_is_not_in_the_notebook():
+    assert "AWS Libfabric" not in "".join(e.text for e in EXCERPTS.values())
+    assert transport.diagnose(lesson10.HELD_OUT_PLUGIN) == "plugin"
+    assert not any(k.kind == "p2p" for k in transport.links(lesson10.HELD_OUT_PLUGIN))
+
+
+def test_10_3_held_out_catches_an_answer_that_knows_one_plugin_name(runs):
+    """Passes every visible log (Libfabric), yet takes 'AWS Libfabric' for InfiniBand."""
+
+    def one_name(log):
+        return "ib" if "AWS Libfabric" in log else diagnose_transport(log)
+
+    caught = held_out_catches("10.3", diagnose_transport, one_name, runs)
+    assert caught.startswith("a held-out excerpt (a network plugin of another name): expected")
 
 
 def held_out_catches(exercise_id, right, wrong, folder, seeds=range(3)):
@@ -488,4 +554,4 @@ def test_the_excerpts_the_checks_bring_are_all_kinds():
     assert sorted(e.kind for e in EXCERPTS.values()) == sorted(
         ["p2p", "ib-gdr", "ib", "socket", "plugin"]
     )
-    assert set(transport.TAUGHT) == {"p2p", "shm", "ib-gdr", "ib", "socket"}
+    assert set(transport.TAUGHT) == {"p2p", "shm", "ib-gdr", "ib", "socket", "plugin"}

@@ -1,10 +1,10 @@
 """What a probe reports about the learner's objects, as plain data for the judge.
 
-A probe (grading/answers.py) runs in the learner's process and can look at what only that
+A probe (grading/probes/) runs in the learner's process and can look at what only that
 process holds: whether two tensors share memory, what a `torch.utils.benchmark` Measurement
 timed, which device a tensor is on. These helpers turn such facts into plain values. What they
 report comes from the learner's process; the checkers hold it against inputs and measurements
-of the judge's own wherever they can (README, "Grading").
+of the judge's own (README, "Grading").
 """
 
 from __future__ import annotations
@@ -72,23 +72,3 @@ class ReportsCuda(torch.Tensor):
             return plain.numpy() if name == "numpy" else plain
         result = super().__torch_function__(func, types, args, kwargs)
         return result
-
-
-# The share of the operators of the judge's own profile of a step that the learner's trace of
-# the same step must hold (03.4 and 04.3: a trace typed in by hand misses most of them).
-OPERATORS_COVERED = 0.8
-
-
-def expect_operators(events: list[dict], mine: set[str], step: str, what: str = "") -> None:
-    """Judge side: the trace's events hold the operators the judge's own profile of `step`
-    recorded (`mine`), all but a few."""
-    from course_utils.grading.exercises import expect
-
-    missing = sorted(mine - {e["name"] for e in events})
-    expect(
-        len(missing) <= (1 - OPERATORS_COVERED) * len(mine),
-        f"the operators of {step}, as the check's own profile of it records {len(mine)}",
-        f"a trace without {len(missing)} of them ({', '.join(missing[:3])}, ...): export the "
-        "trace the profiler recorded, unchanged",
-        what,
-    )

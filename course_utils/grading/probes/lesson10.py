@@ -14,18 +14,15 @@ import concurrent.futures
 import contextlib
 import json
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 from course_utils import processes
-from course_utils.batch import NODE_VARIABLE
 from course_utils.grading import CheckFailed, probe
 from course_utils.lab import staging, yours
-from course_utils.ranks import local_launch_environ
+from course_utils.ranks import NODE_VARIABLE, local_launch_environ
 
 ARCHIVE_FILES, FILE_BYTES = 300, 2048  # the check's own archive: small, yet many files
 RANK_SECONDS = 120
@@ -138,70 +135,51 @@ def _run_ranks(answer: Path, archive: Path, ranks: list[dict], folder: Path) -> 
     return reports
 
 
-def _cleanup(paths: list[str], job: str, keep: Path) -> None:
-    """Remove what the "/tmp" case left outside the check's temporary folder: each returned
-    folder, and the folder above it that is named after the check's job, if there is one."""
-    for path in map(Path, paths):
-        if path.resolve().is_relative_to(keep.resolve()) or not path.is_absolute():
-            continue
-        if job not in str(path):
-            continue  # not made for this check: never removed
-        shutil.rmtree(path, ignore_errors=True)
-        for folder in path.parents:
-            if job in folder.name:
-                shutil.rmtree(folder, ignore_errors=True)
-                break
-
-
 @probe("10.1/cases")
-def staging_cases(stage_dataset, seed: int, job: str) -> list[dict]:
+def staging_cases(stage_dataset, seed: int, job: str, root: str) -> list[dict]:
     """The learner's function in real processes, one per rank, the ranks of a node released at
     the same moment, on an archive drawn from `seed`: 2 nodes x 2 ranks with SLURM_TMPDIR, 1
-    node x 2 with TMPDIR only, the next job on that node, 1 rank with neither. Each case: its
-    title, the base the folders belong under, and every rank's report."""
+    node x 2 with TMPDIR only, the next job on that node, 1 rank with neither. Everything goes
+    under `root`, a folder the judge made and reads from outside (but the last case's /tmp).
+    Each case: its title, the base the folders belong under, and every rank's report."""
     if yours.is_stub(stage_dataset):
         raise NotImplementedError
-    made: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="course-10.1-") as tmp:
-        tmp = Path(tmp)
-        try:
-            answer = yours.function_module(stage_dataset, "stage_dataset", tmp)
-        except ValueError as e:
-            raise CheckFailed(str(e)) from e
-        archive = _archive(tmp, seed)
-        scratch = {
-            "SLURM_TMPDIR": f"{tmp}/cn{{node}}/localscratch",
-            "TMPDIR": f"{tmp}/cn{{node}}/tmp",
-        }
-        only_tmpdir = {"TMPDIR": f"{tmp}/t"}
-        cases = [
-            (
-                "2 nodes x 2 ranks, SLURM_TMPDIR set",
-                _ranks(2, 2, scratch, job),
-                f"{tmp}/cn{{node}}/localscratch",
-            ),
-            ("1 node x 2 ranks, only TMPDIR set", _ranks(1, 2, only_tmpdir, job + "t"), f"{tmp}/t"),
-            (
-                "the same node and TMPDIR, the next job",
-                _ranks(1, 2, only_tmpdir, job + "u"),
-                f"{tmp}/t",
-            ),
-            ("1 rank, neither variable set", _ranks(1, 1, {}, job + "n"), "/tmp"),
-        ]
-        found: dict[str, dict] = {}
+    tmp = Path(root)
+    try:
+        answer = yours.function_module(stage_dataset, "stage_dataset", tmp)
+    except ValueError as e:
+        raise CheckFailed(str(e)) from e
+    archive = _archive(tmp, seed)
+    scratch = {
+        "SLURM_TMPDIR": f"{tmp}/cn{{node}}/localscratch",
+        "TMPDIR": f"{tmp}/cn{{node}}/tmp",
+    }
+    only_tmpdir = {"TMPDIR": f"{tmp}/t"}
+    cases = [
+        (
+            "2 nodes x 2 ranks, SLURM_TMPDIR set",
+            _ranks(2, 2, scratch, job),
+            f"{tmp}/cn{{node}}/localscratch",
+        ),
+        ("1 node x 2 ranks, only TMPDIR set", _ranks(1, 2, only_tmpdir, job + "t"), f"{tmp}/t"),
+        (
+            "the same node and TMPDIR, the next job",
+            _ranks(1, 2, only_tmpdir, job + "u"),
+            f"{tmp}/t",
+        ),
+        ("1 rank, neither variable set", _ranks(1, 1, {}, job + "n"), "/tmp"),
+    ]
+    found: dict[str, dict] = {}
 
-        def run(case):
-            title, ranks, base = case
-            reports = _run_ranks(answer, archive, ranks, tmp)
-            made.extend(r["path"] for r in reports if "path" in r)
-            found[title] = {"title": title, "base": base, "reports": reports}
+    def run(case):
+        title, ranks, base = case
+        reports = _run_ranks(answer, archive, ranks, tmp)
+        found[title] = {"title": title, "base": base, "reports": reports}
 
-        try:  # the next job comes after the first on its node; the other cases meanwhile
-            with concurrent.futures.ThreadPoolExecutor(3) as pool:
-                list(pool.map(run, [cases[0], cases[1], cases[3]]))
-            run(cases[2])
-        finally:
-            _cleanup(made, job, tmp)
+    # the next job comes after the first on its node; the other cases meanwhile
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        list(pool.map(run, [cases[0], cases[1], cases[3]]))
+    run(cases[2])
     return [found[title] for title, _, _ in cases]
 
 

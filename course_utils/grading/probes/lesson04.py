@@ -1,23 +1,20 @@
-"""What lesson 04's exercises hand the learner's code, and the judge's own runs of the same.
+"""Lesson 04's probes: what its checks hand the learner's code, in the learner's process.
 
 04.2's probe calls the learner's error measurement at the judge's seed and reports the errors and
 the fitted exponent as plain numbers (a PowerLaw is the course's class: it does not cross to the
-judge); `own_errors` is the judge's measurement at the same draws. 04.3's probe hands the
-learner's profiled step a small CNN and a batch the judge drew, and reports the step's loss, the
-parameters' dtypes and gradients, and the Chrome trace the learner's code exported (its text);
-`own_autocast_step` is the judge's own step on the same model and batch.
+judge). 04.3's probe hands the learner's profiled step a small CNN and a batch the judge drew,
+and reports the step's loss, the parameters' dtypes and gradients, and the Chrome trace the
+learner's code exported (its text). The judge measures and steps the same itself
+(checks/lesson04.py).
 """
 
-import functools
 import tempfile
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from course_utils.grading import probe
-from course_utils.precision import ROUNDINGS, relative_error, rounded
-from course_utils.profiling import profile_call, quiet_profiler_warnings, read_trace
+from course_utils.profiling import quiet_profiler_warnings
 
 # ---- 04.2 ---------------------------------------------------------------------------------
 
@@ -33,23 +30,6 @@ def run_error_against_n(error_against_n, mode: str, ns: tuple, seed: int):
         "exponent": getattr(fit, "exponent", None),
         "fit": type(fit).__name__,
     }
-
-
-@functools.cache
-def own_errors(ns: tuple, seed: int) -> dict[str, tuple[float, ...]]:
-    """The errors at the learner's draws, measured by the judge, for each way of rounding: for
-    each n, a then b from one generator seeded with `seed`, inputs rounded as the mode reads
-    them, their float32 product against the float64 one."""
-    generator = torch.Generator().manual_seed(seed)
-    errors = {mode: [] for mode in ROUNDINGS}
-    for n in ns:
-        a = torch.randn(n, n, dtype=torch.float64, generator=generator)
-        b = torch.randn(n, n, dtype=torch.float64, generator=generator)
-        exact = a @ b
-        for mode in ROUNDINGS:
-            product = rounded(a.float(), mode) @ rounded(b.float(), mode)
-            errors[mode].append(relative_error(product, exact))
-    return {mode: tuple(found) for mode, found in errors.items()}
 
 
 # ---- 04.3 ---------------------------------------------------------------------------------
@@ -91,22 +71,3 @@ def run_profiled_step(profile_autocast_step, batch: int, seed: int):
         "grads": {name: _plain(p.grad) for name, p in model.named_parameters()},
         "trace": trace,
     }
-
-
-def own_autocast_step(batch: int, seed: int):
-    """The judge's step on the same model and batch, profiled: its loss, its gradients and the
-    names of the operators its trace records."""
-    model, (inputs, targets) = small_model(seed), batch_of(batch, seed)
-    losses = []
-
-    def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            losses.append(F.cross_entropy(model(inputs), targets))
-        losses[-1].backward()
-
-    with tempfile.TemporaryDirectory(prefix="course-04.3-judge-") as tmp:
-        path = Path(tmp) / "trace.json"
-        profile_call(step, trace_path=path)
-        names = {e["name"] for e in read_trace(path) if e.get("cat") == "cpu_op"}
-    grads = {name: p.grad for name, p in model.named_parameters()}
-    return losses[0].detach(), grads, names

@@ -5,33 +5,33 @@ passed; calling it runs the learner's function where the learner's code lives, o
 checker chose, and gives back what it returned as plain data (`wire.decode`: exact tensors,
 numbers, strings, lists, dicts). Where a check needs the learner's code to run inside a harness
 of the course's (a simulated device, a data set that counts its reads, a launch of ranks), the
-harness is a *probe*: course code registered with `@probe`, run in the learner's process on
-their answers and the checker's parameters, returning plain data.
+harness is a *probe*: course code registered with `@probe` in a module of grading/probes/, run
+in the learner's process on their answers and the checker's inputs, returning plain data.
 
 Two sessions carry the calls:
     LocalSession   the answers are in this process (a notebook run outside `course grade`, the
                    solutions under nbval): calls go straight to them, and their results still
                    make the round trip through `wire`, so the same rules judge them.
-    SocketSession  the judge's end of a connection to the learner's kernel (grading/judge.py);
-                   `serve` is the kernel's end, answering the judge's requests.
-A message is one line of JSON (at most MAX_HEADER bytes), then `size` bytes of payload.
+    KernelSession  the judge's end of a connection to the learner's kernel (process.py); the
+                   kernel's end answers it (kernel.py).
+Either session also says what can be seen of the learner's process from outside it
+(`session.outside()`, judge/outside.py): the files it sees, the processes it starts.
+Torch-free until an answer is checked: the grader imports the exceptions without it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
-import json
+import os
 import random
-import socket
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 
-from course_utils.grading import wire
-
-MAX_HEADER = 64 * 1024
 _PROBES: dict[str, Callable] = {}
+PROBES_PACKAGE = "course_utils.grading.probes"  # lessonNN.py holds the probes of "NN.k"
 
 
 class CheckFailed(Exception):
@@ -57,7 +57,8 @@ class AnswerExited(Exception):
 
 def probe(name: str):
     """Register a harness that runs in the learner's process: `fn(*answers, **params)` gets the
-    learner's real objects and the checker's parameters, and returns plain data."""
+    learner's real objects and the checker's inputs, and returns plain data. `name` starts with
+    its exercise's id ("01.1", "10.1/staging"): the kernel finds it in probes/lesson01.py."""
 
     def register(fn):
         if name in _PROBES and _PROBES[name] is not fn:
@@ -67,6 +68,16 @@ def probe(name: str):
         return fn
 
     return register
+
+
+def find_probe(name: str) -> Callable:
+    """The probe registered as `name`, its lesson's probe module imported on first use."""
+    if name not in _PROBES and name[:2].isdigit():
+        with contextlib.suppress(ImportError):
+            importlib.import_module(f"{PROBES_PACKAGE}.lesson{name[:2]}")
+    if name not in _PROBES:
+        raise CheckFailed(f"no probe {name!r} in this course_utils")
+    return _PROBES[name]
 
 
 class Answer:
@@ -90,10 +101,16 @@ class Answer:
 
 def run_probe(harness: Callable, *answers: Answer, **params):
     """Run the registered probe `harness` on `answers` (Answer proxies) in the learner's process,
-    with the checker's `params`; returns what it returned, as plain data."""
+    with the checker's `params` (inputs, never an expected answer); returns plain data."""
     session = answers[0].session if answers else LocalSession(())
     header = {"op": "probe", "name": harness.probe_name, "answers": [a.index for a in answers]}
     return session.request(header, params)
+
+
+def outside(*answers: Answer):
+    """What the checker sees of the learner's process from outside it (judge/outside.py)."""
+    session = answers[0].session if answers else LocalSession(())
+    return session.outside()
 
 
 def describe(obj) -> tuple[str, bool]:
@@ -116,32 +133,21 @@ class LocalSession:
 
     def request(self, header: dict, payload):
         # the same path as a remote request: plain data in, the same rules for what comes back
+        from course_utils.grading.judge import wire  # torch: only where answers are checked
+
         params = wire.decode(wire.encode(payload))
-        return _from_reply(*_answer(self.answers, {**header, "quiet": self.quiet}, params))
+        return from_reply(*answer_request(self.answers, {**header, "quiet": self.quiet}, params))
+
+    def outside(self):
+        from course_utils.grading.judge.outside import Outside  # where the checkers are
+
+        return Outside(os.getpid())
 
 
-# ---- the judge's end of a connection ---------------------------------------------------------
-
-
-class SocketSession:
-    """The judge's side: each request goes to the learner's kernel, which answers it."""
-
-    quiet = False
-
-    def __init__(self, conn: socket.socket, timeout: float):
-        self.conn, self.timeout = conn, timeout
-        self.conn.settimeout(timeout)
-
-    def request(self, header: dict, payload):
-        send(self.conn, {**header, "quiet": self.quiet}, wire.encode(payload))
-        reply, data = receive(self.conn)
-        if reply.get("op") == "result":
-            return _from_reply(reply, data)
-        return _from_reply(reply, b"")
-
-
-def _from_reply(reply: dict, data: bytes):
+def from_reply(reply: dict, data: bytes):
     """What a reply means on the judge's side: the value, or the learner's exception again."""
+    from course_utils.grading.judge import wire  # torch: only where answers are checked
+
     if reply.get("op") == "result":
         try:
             return wire.decode(data)
@@ -159,22 +165,13 @@ def _from_reply(reply: dict, data: bytes):
     raise AnswerRaised(kind or "an exception", message)
 
 
-# ---- the kernel's end: answering the judge ---------------------------------------------------
+# ---- one request, run where the answers live ---------------------------------------------------
 
 
-def serve(conn: socket.socket, answers: Sequence) -> dict:
-    """Answer the judge's requests about `answers` until it sends its verdict; return it."""
-    while True:
-        header, data = receive(conn)
-        if header.get("op") == "verdict":
-            return header
-        params = wire.decode(data) if data else None
-        reply, payload = _answer(answers, header, params)
-        send(conn, reply, payload)
-
-
-def _answer(answers: Sequence, header: dict, params) -> tuple[dict, bytes]:
+def answer_request(answers: Sequence, header: dict, params) -> tuple[dict, bytes]:
     """Run one request in this process: (reply header, encoded result)."""
+    from course_utils.grading.judge import wire  # torch: only where answers are checked
+
     try:
         with quiet() if header.get("quiet") else contextlib.nullcontext():
             value = _run(answers, header, params)
@@ -190,9 +187,7 @@ def _answer(answers: Sequence, header: dict, params) -> tuple[dict, bytes]:
 def _run(answers: Sequence, header: dict, params):
     op = header.get("op")
     if op == "probe":
-        harness = _PROBES.get(str(header.get("name")))
-        if harness is None:
-            raise CheckFailed(f"no probe {header.get('name')!r} in this course_utils")
+        harness = find_probe(str(header.get("name")))
         chosen = [answers[int(i)] for i in header.get("answers", [])]
         return harness(*chosen, **(params or {}))
     target = answers[int(header.get("answer", -1))]
@@ -241,48 +236,3 @@ def _global_rngs_kept():
         random.setstate(state)
         if numpy_state is not None:
             numpy.random.set_state(numpy_state)
-
-
-# ---- messages --------------------------------------------------------------------------------
-
-
-def send(conn: socket.socket, header: dict, payload: bytes = b"") -> None:
-    line = json.dumps({**header, "size": len(payload)}).encode() + b"\n"
-    conn.sendall(line + payload)
-
-
-def receive(conn: socket.socket) -> tuple[dict, bytes]:
-    """One message: (header, payload). ConnectionError when the other end went away."""
-    line = _read_line(conn)
-    try:
-        header = json.loads(line)
-        size = int(header.get("size", 0))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise ConnectionError(f"a malformed message header: {line[:80]!r}") from e
-    if not 0 <= size <= wire.MAX_BYTES:
-        raise ConnectionError(f"a message of {size} bytes")
-    return header, _read_exactly(conn, size)
-
-
-def _read_line(conn: socket.socket) -> bytes:
-    chunks = []
-    while True:
-        byte = conn.recv(1)
-        if not byte:
-            raise ConnectionError("the other end closed the connection")
-        if byte == b"\n":
-            return b"".join(chunks)
-        chunks.append(byte)
-        if len(chunks) > MAX_HEADER:
-            raise ConnectionError("a message header over the limit")
-
-
-def _read_exactly(conn: socket.socket, size: int) -> bytes:
-    parts, left = [], size
-    while left:
-        part = conn.recv(min(left, 1 << 20))
-        if not part:
-            raise ConnectionError("the other end closed the connection mid-message")
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)

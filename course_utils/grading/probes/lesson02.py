@@ -1,28 +1,60 @@
-"""What lesson 02's run exercises hand the learner's code, and the judge's own timing of it.
+"""Lesson 02's probes: what its checks hand the learner's code, in the learner's process.
 
-02.2 and 02.3 are measurements the learner's code makes. Their probes run in the learner's
-process: `run_thread_rates` hands it a step (`CountedStep`) that logs each call's thread count
-and seconds, `run_loader_rates` a data set (`CountedReads`) that logs each read's loader, worker
-and time in shared memory, as DataLoader workers are processes. Each reports the learner's
-figures, the log and the allocation as plain data. `own_step_seconds` and `own_pass_seconds` are
-the judge's measurements of the same work in its own process (checks/lesson02.py compares).
+02.1: `run_choose_device` calls `choose_device` as a GPU node and as a CPU node would answer
+(torch.cuda's and torch.accelerator's answers patched there), on the cases the check gives.
+02.2 and 02.3 are measurements the learner's code makes: `run_thread_rates` hands it a step
+(`CountedStep`) that logs each call's thread count and seconds, `run_loader_rates` a data set
+(`CountedReads`) that logs each read's loader, worker and time in shared memory, as DataLoader
+workers are processes. Each reports the learner's figures, the log and the allocation as plain
+data; the judge times the same work itself (checks/lesson02.py).
 """
 
 import contextlib
 import math
 import os
-import statistics
 import time
 import unittest.mock
 
 import torch
-from torch.utils import benchmark
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import Dataset, get_worker_info
 
 from course_utils import hpc
 from course_utils.grading import probe
+from course_utils.grading.judge.evidence import outcome
 
 STEP_BATCH, LOADER_BATCH = 256, 64  # images per step (02.2) and per batch (02.3)
+
+# ---- 02.1 ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _node_with_gpus(count: int):
+    """torch.cuda (and torch.accelerator, as far as this PyTorch has it) answer as on a node
+    with `count` GPUs."""
+    with contextlib.ExitStack() as stack:
+        for module in (torch.cuda, getattr(torch, "accelerator", None)):
+            for name in ("is_available", "device_count"):
+                if hasattr(module, name):
+                    answer = count > 0 if name == "is_available" else count
+                    patched = unittest.mock.patch.object(module, name, return_value=answer)
+                    stack.enter_context(patched)
+        yield
+
+
+@probe("02.1")
+def run_choose_device(choose_device, nodes: list):
+    """`choose_device(disable)` on each of `nodes`, (GPUs on the node, disable_cuda) pairs."""
+    found = []
+    for gpus, disable in nodes:
+        with _node_with_gpus(gpus):
+            got = outcome(choose_device, disable)
+        value = got.get("value")
+        device = value if type(value) is torch.device else None
+        found.append({"raised": got.get("raised"), "device": device, "kind": type(value).__name__})
+    return found
+
+
+# ---- 02.2 ---------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -68,12 +100,6 @@ def run_thread_rates(thread_rates, batch_size: int, cpus=None):
     finally:
         hpc.configure_threads()
     return {"rates": rates, "calls": step.calls, "allocated": allocated, "restored": restored}
-
-
-def own_step_seconds() -> float:
-    """The judge's median of the same step on one intra-op thread."""
-    timer = benchmark.Timer("work()", globals={"work": CountedStep().work}, num_threads=1)
-    return timer.blocked_autorange(min_run_time=0.1).median
 
 
 # ---- 02.3 ---------------------------------------------------------------------------------
@@ -130,17 +156,3 @@ def run_loader_rates(loader_rates, batch_size: int, cpus=None):
     firsts = torch.where(dataset.reads > 0, dataset.times[..., 0], math.inf).amin(1)
     spans = (dataset.times[..., 1].amax(1) - firsts).clamp(min=0).tolist()
     return {"rates": rates, "allocated": allocated, "reads": dataset.reads.tolist(), "spans": spans}
-
-
-def own_pass_seconds(images: int, batch_size: int) -> float:
-    """The judge's median of three passes over the same data set, without workers."""
-    order = torch.Generator().manual_seed(0)  # not the process's global generator
-    loader = DataLoader(
-        CountedReads(images, 1), batch_size=batch_size, shuffle=True, generator=order
-    )
-    seconds = []
-    for _ in range(3):
-        start = time.perf_counter()
-        sum(len(x) for x, _ in loader)
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds)

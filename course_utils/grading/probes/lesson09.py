@@ -1,19 +1,12 @@
-"""Lesson 09's probes, and the judge's own runs of the same things.
+"""Lesson 09's probes: what its checks run in the learner's process.
 
-A probe runs in the learner's process (grading/answers.py) and returns plain data. Those of the
-run exercises watch the course's own function that the learner's code must call, by replacing
-it for the length of the call with one that calls the real one and notes what it started and
-what it gave back (`watching`): the ranks of `launching.run_ranks` (09.2, each rank's flight
-record of the collectives it entered), the job of `batch.submit` or `batch.local_run` (09.3),
-the reading of `job_memory.read_loader` (09.5). What a learner's function returns counts only
-when it is what that real call returned.
-
-The judge's own material: the runs the course recorded for 09.1 (`record_runs`), the
-scheduler's record of a job (`scheduler_says`, sacct). The judge's side (checks/lesson09.py)
-recomputes what a run must show from the inputs it drew:
-`trained_sum` is a healthy faulty_ddp run done again in one process (each rank's gradients,
-averaged), `file_sum` the sum of the images written at a seed, `own_loader_reading` the judge's
-own DataLoader over its own copy of the same file, read and measured as the learner's was.
+A probe returns plain data. Those of the run exercises watch the course's own function that the
+learner's code must call, by replacing it for the length of the call with one that calls the
+real one and notes what it started and what it gave back (`watching`): the ranks of
+`launching.run_ranks` (09.2, each rank's flight record of the collectives it entered), the job
+of `batch.submit` or `batch.local_run` (09.3), the reading of `job_memory.read_loader` (09.5).
+What a learner's function returns counts only when it is what that real call returned. The
+judge's own runs of the same things are in checks/lesson09_references.py.
 """
 
 from __future__ import annotations
@@ -21,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import re
-import shutil
 import tempfile
 import unittest.mock
 from pathlib import Path
@@ -32,12 +23,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import accounting, batch, failures, job_memory, launching, memory, paths
-from course_utils.files import atomic_write_text
-from course_utils.grading import expect, probe
-
-RECORDED_RUNS = Path(__file__).with_name("lesson09_runs")
-RECORDED_FAULTS = [(fault, rank) for fault in failures.CAUSES for rank in (0, 1)]
+from course_utils import batch, failures, job_memory, launching
+from course_utils.grading import probe
 
 LOSS_STEP_TIMEOUT = 5.0  # seconds: the longest timeout a 09.2 run gets (a hang ends by then)
 JOB_FOLDER = "runs/09/jobs"  # beside the notebook: where 09.3's job writes its output
@@ -58,25 +45,6 @@ def watching(module, name: str, watch):
 
 
 # ---- 09.1 ---------------------------------------------------------------------------------
-
-
-def record_runs(destination=RECORDED_RUNS) -> None:
-    """Provoke every fault on rank 0 and on rank 1 and keep each log with its truth, paths
-    written as a learner reads them on their own copy (paths.as_learner_sees):
-    python -c "from course_utils.grading.checks.lesson09_harness import record_runs; record_runs()"
-    """
-    destination = Path(destination)
-    with tempfile.TemporaryDirectory() as tmp:
-        for fault, rank in RECORDED_FAULTS:
-            debug = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"} if fault == "mismatch" else {}
-            failures.provoke(fault, Path(tmp) / f"rank{rank}", faulty_rank=rank, env=debug)
-            target = destination / f"{fault}-rank{rank}"
-            shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(Path(tmp) / f"rank{rank}" / fault, target)
-            for log in (target / "output.log", target / "stacks.json"):
-                if log.is_file():
-                    text = log.read_text().replace(f"{tmp}/", "runs/09/")
-                    atomic_write_text(log, paths.as_learner_sees(text))
 
 
 @probe("09.1")
@@ -178,46 +146,6 @@ def run_the_job(run_repaired, script: str, seed: int):
     }
 
 
-def rank_sums(output: str) -> dict[int, tuple[int, float]]:
-    """rank -> (seed, parameter sum) from a faulty_ddp job's "rank R: finished, ..." lines."""
-    found = re.findall(r"rank (\d+): finished, seed (\d+), parameter sum (-?[\d.]+)", output)
-    return {int(rank): (int(seed), float(total)) for rank, seed, total in found}
-
-
-def scheduler_says(job_id, tasks: int) -> None:
-    """The judge reads the scheduler's own record of the learner's job: COMPLETED, with a step
-    (srun's) of `tasks` tasks."""
-    steps = accounting.ended_job_steps(str(job_id))
-    expect(bool(steps), f"sacct's record of job {job_id}", "none (is accounting on?)")
-    job = next((s for s in steps if not s.is_step), None)
-    state = job.state if job else "no job line"
-    expect(state == "COMPLETED", f"job {job_id} COMPLETED in sacct", state)
-    counts = [s.tasks for s in steps if s.is_step and s.job_id.split(".")[-1].isdigit()]
-    expect(tasks in counts, f"a step of {tasks} tasks (srun) in sacct", f"steps of {counts} tasks")
-
-
-def trained_sum(seed: int, world_size: int, steps: int = 3, rows: int = 32) -> float:
-    """The parameter sum every rank of a healthy faulty_ddp run at `seed` on `world_size` ranks
-    prints: the same steps in one process, each rank's gradient on its own batch, averaged."""
-    torch.manual_seed(seed)
-    model = nn.Linear(16, 1)
-    for step in range(1, steps + 1):
-        grads = []
-        for rank in range(world_size):
-            generator = torch.Generator().manual_seed(failures.batch_seed(seed, step, rank))
-            x = torch.empty(rows, 16).normal_(generator=generator)
-            model.zero_grad()
-            model(x).pow(2).mean().backward()
-            grads.append([p.grad.clone() for p in model.parameters()])
-        with torch.no_grad():
-            for i, p in enumerate(model.parameters()):
-                total = grads[0][i].clone()
-                for other in grads[1:]:
-                    total += other[i]
-                p -= failures.LEARNING_RATE * (total / world_size)
-    return failures.parameter_sum(model)
-
-
 # ---- 09.4 ---------------------------------------------------------------------------------
 
 
@@ -232,14 +160,6 @@ def recording_model():
 def accumulation_batch(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return torch.randn(rows, 3, generator=g), torch.randn(rows, 2, generator=g)
-
-
-def big_batch_gradients(rows: int, seed: int) -> list[torch.Tensor]:
-    """The judge's own: one backward over the whole batch."""
-    x, y = accumulation_batch(rows, seed)
-    model, _ = recording_model()
-    nn.functional.mse_loss(model(x), y).backward()
-    return memory.gradients(model)
 
 
 @probe("09.4")
@@ -298,23 +218,3 @@ def measure_loader(shared_loader, workers_memory, seed: int, mib: int, workers: 
         yours.clear()
         del loader  # its workers end before the file goes
     return {"loader": "DataLoader", "length": length, "reported": reported, "readings": readings}
-
-
-def file_sum(seed: int, mib: int) -> int:
-    """The sum of every value of the file 09.5's probe writes at `seed` (the judge's own copy)."""
-    with tempfile.TemporaryDirectory(prefix="judge-09.5-") as tmp:
-        path = job_memory.write_images(Path(tmp) / "images.npy", mib, SHARED_LOADER_SHAPE, seed)
-        return int(np.load(path, mmap_mode="r").sum(dtype=np.int64))
-
-
-def own_loader_reading(seed: int, mib: int, workers: int, rows: int) -> dict:
-    """The judge's own reading of the same thing: the same file, workers and batch size, read
-    by a loader that shares the file (each worker maps it), measured by the same helper."""
-    with tempfile.TemporaryDirectory(prefix="judge-09.5-") as tmp:
-        path = job_memory.write_images(Path(tmp) / "images.npy", mib, SHARED_LOADER_SHAPE, seed)
-        images = job_memory.ImageFile(path, mmap=True)
-        loader = DataLoader(images, batch_size=max(1, rows), num_workers=workers)
-        seen = []
-        run = job_memory.read_loader(loader, on_batch=lambda b: seen.append(len(b)))
-        del loader
-    return _loader_reading(run, seen)

@@ -1,12 +1,13 @@
 """A pytest plugin for the notebook lanes: every check of the session goes through a judge, and the
 session fails unless the judge's verdicts are what the lane expects.
 
-    pytest --nbval ... -p course_utils.grading.judge_plugin --course-judge=pass solutions/
-    pytest --nbval-lax ... -p course_utils.grading.judge_plugin --course-judge=none notebooks/
+    pytest --nbval ... -p course_utils.grading.judge.plugin --course-judge=pass solutions/
+    pytest --nbval-lax ... -p course_utils.grading.judge.plugin --course-judge=none notebooks/
 
-One judge process (grading/judge.py, with a seed: the held-out cases run too) listens for the
-whole session; the kernels nbval starts inherit its socket (exercises.JUDGE_VARIABLE), so each
-check cell asks it, as in `course grade`. At the end, for every lesson whose notebook ran:
+One judge process (process.py, with a seed: the held-out cases run too) listens for the whole
+session; the kernels nbval starts inherit its socket (exercises.JUDGE_VARIABLE), so each check
+cell asks it, as in `course grade`, and this pytest announces each check cell to it, as the
+runner does (runner/announce.py). At the end, for every lesson whose notebook ran:
 `pass` requires every exercise passed, held-out cases included (the solutions earn every
 point); `none` requires that none passed (the student notebooks earn nothing), and that every
 "run" exercise said "not attempted yet" (without the learner's run, a run check cannot pass or
@@ -39,12 +40,15 @@ def pytest_configure(config):
     expect = config.getoption("--course-judge")
     if not expect:
         return
-    from course_utils.grading.grader.judging import judge_beside
+    from course_utils.grading.judge.beside import judge_beside
+    from course_utils.grading.runner import announce
     from course_utils.grading.runner.limits import default_limits
 
     context = judge_beside(SEED, default_limits(600, jobs=1, sandbox=False))
     judge = context.__enter__()
-    os.environ[exercises.JUDGE_VARIABLE] = str(judge.socket)
+    os.environ.update({name: str(path) for name, path in judge.doors().items()})
+    announce.listen_on(judge.runner_end)
+    config.pluginmanager.register(announce, "course-announce")
     _STATE.update(expect=expect, context=context, judge=judge, lessons=set())
 
 
@@ -66,11 +70,12 @@ def run_exercises(notebook: Path) -> set[str]:
 def pytest_sessionfinish(session, exitstatus):
     if "context" not in _STATE:
         return
-    os.environ.pop(exercises.JUDGE_VARIABLE, None)
+    for name in _STATE["judge"].doors():
+        os.environ.pop(name, None)
     _STATE["context"].__exit__(None, None, None)
-    problems = unmet(
-        _STATE["expect"], _STATE["lessons"], _STATE["judge"].verdicts, _STATE.get("runs", set())
-    )
+    verdicts = _STATE["judge"].verdicts
+    problems = unmet(_STATE["expect"], _STATE["lessons"], verdicts.lines, _STATE.get("runs", set()))
+    problems += [f"the judge refused a knock: {line['why']}" for line in verdicts.refused]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.section("the judge's verdicts")

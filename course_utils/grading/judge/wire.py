@@ -20,7 +20,8 @@ import warnings
 import numpy as np
 import torch
 
-MAX_BYTES = 512 * 2**20  # one answer: a model's state dict fits, a flood does not
+from course_utils.messages import MAX_PAYLOAD
+
 _NDARRAY = "__course_ndarray__"  # the tag of a NumPy array (a tensor of its data and dtype)
 _SCALARS = (int, float, bool, str, bytes, type(None), torch.dtype, torch.device)
 
@@ -57,8 +58,8 @@ def encode(value) -> bytes:
 def decode(data: bytes):
     """The plain value in `data`, or NotPlain naming why it is not one. Runs no code of the
     sender's: the unpickler of `torch.load(weights_only=True)` only builds allowed types."""
-    if len(data) > MAX_BYTES:
-        raise NotPlain(f"an answer of {len(data):,} bytes, over the {MAX_BYTES:,} a check reads")
+    if len(data) > MAX_PAYLOAD:
+        raise NotPlain(f"an answer of {len(data):,} bytes, over the {MAX_PAYLOAD:,} a check reads")
     try:
         with warnings.catch_warnings():  # what the bytes provoke is not the judge's to show
             warnings.simplefilter("ignore")

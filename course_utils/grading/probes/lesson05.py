@@ -1,6 +1,6 @@
 """Lesson 05's probes: the learner's train_ddp on real ranks, and 05.3's job.
 
-A probe runs in the learner's process (grading/answers.py) and returns plain data. Both write
+A probe runs in the learner's process (judge/proxies.py) and returns plain data. Both write
 the learner's `train_ddp` into a module of its own (its source and the imports its names need),
 which every rank of `course_utils.jobs.ddp_exercise` loads, at the seed the judge drew: 05.1 on
 2 ranks forked here (`batch.local_run`, torchrun's variables), 05.3 under the learner's header

@@ -1,49 +1,29 @@
-"""What lesson 03's exercises hand the learner's code, and the judge's own runs of the same.
+"""Lesson 03's probes: what its checks hand the learner's code, in the learner's process.
 
-The probes run in the learner's process and return plain data. 03.1 and 03.3 hand the learner's
-function a simulated GPU (`async_model.SimulatedDevice`) and report what it returned and the
-device's log (03.3: the order of its steps, waits and clock readings); the simulated device is
-deterministic, so the judge reruns the course's own answer on a device of its own
-(`own_call_figures`, `own_rate`) and compares. 03.2 hands it a recording stand-in for torch.cuda
-(`stream_model.StreamRecorder`) holding a tensor the judge drew, and reports the sum and the
-recorder's log. 03.4 hands it a real training step of the lesson's Net, on a batch the judge
-drew, and reports the Chrome trace the learner's code exported (its text), read in the learner's
-folder; the judge parses it (`trace_events`) and times the same step itself (`own_step_seconds`).
+The probes return plain data. 03.1 and 03.3 hand the learner's function a simulated GPU
+(`async_model.SimulatedDevice`) and report what it returned and the device's log (03.3: the
+order of its steps, waits and clock readings); the simulated device is deterministic, so the
+judge reruns the right answers on a device of its own (checks/lesson03.py) and compares. 03.2
+hands it a recording stand-in for torch.cuda (`stream_model.StreamRecorder`) holding a tensor
+the judge drew, and reports the sum and the recorder's log. 03.4 hands it a real training step
+of the lesson's Net, on a batch the judge drew, and reports the Chrome trace the learner's code
+exported (its text), read in the learner's folder; the judge parses it and times the same step
+itself.
 """
 
-import json
 import tempfile
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils import benchmark
 
-from course_utils import timing
 from course_utils.async_model import SimulatedDevice, SimulatedTrainStep
-from course_utils.grading import CheckFailed, probe
+from course_utils.grading import probe
 from course_utils.models import Net
-from course_utils.profiling import profile_call, quiet_profiler_warnings
+from course_utils.profiling import quiet_profiler_warnings
 from course_utils.stream_model import StreamRecorder
 
 # ---- 03.1 ---------------------------------------------------------------------------------
-
-
-def _synchronized(fn, device, clock):
-    device.synchronize()
-    start = clock()
-    fn()
-    device.synchronize()
-    return clock() - start
-
-
-def _with_events(fn, device, clock):
-    start, end = device.Event(enable_timing=True), device.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3
 
 
 def _device(work: float, earlier: float) -> tuple[SimulatedDevice, object]:
@@ -58,16 +38,6 @@ def run_time_call(time_call, work: float, earlier: float):
     device, call = _device(work, earlier)
     got = time_call(call, device, device.clock)
     return {"value": got, "log": device.log}
-
-
-def own_call_figures(work: float, earlier: float) -> tuple[float, float]:
-    """The two right figures on the judge's own device: synchronized (the launch and the work)
-    and CUDA events (the work)."""
-    figures = []
-    for answer in (_synchronized, _with_events):
-        device, call = _device(work, earlier)
-        figures.append(answer(call, device, device.clock))
-    return tuple(figures)
 
 
 # ---- 03.2 ---------------------------------------------------------------------------------
@@ -116,11 +86,6 @@ def run_images_per_second(images_per_second, settings: dict, sizes: list, warmup
     return {"value": got, "events": events}
 
 
-def own_rate(settings: dict, sizes: list[int], warmup: int) -> float:
-    """The course's measurement of the same simulated loop, run by the judge."""
-    return measure_rate(timing.images_per_second, settings, sizes, warmup)[0]
-
-
 # ---- 03.4 ---------------------------------------------------------------------------------
 
 
@@ -158,37 +123,3 @@ def run_profiling(most_expensive_operator, batch: int, seed: int):
             name = most_expensive_operator(counted, path)
         trace = path.read_text(errors="replace") if path.is_file() else None
     return {"name": name, "trace": trace, "calls": len(calls)}
-
-
-def own_step_seconds(batch: int, seed: int) -> float:
-    """The judge's own timing of the same step: its fastest block of calls (under load a step
-    takes longer, never less)."""
-    step = training_step(batch, seed)
-    step()
-    timer = benchmark.Timer("step()", globals={"step": step})
-    return min(timer.blocked_autorange(min_run_time=0.1).times)
-
-
-def own_operators(batch: int, seed: int) -> set[str]:
-    """The operators the judge's own profile of the same step records (their names)."""
-    step = training_step(batch, seed)
-    step()
-    with tempfile.TemporaryDirectory(prefix="course-03.4-judge-") as tmp:
-        path = Path(tmp) / "trace.json"
-        profile_call(step, trace_path=path)
-        return {e["name"] for e in trace_events(path.read_text()) if e.get("cat") == "cpu_op"}
-
-
-def trace_events(text: str) -> list[dict]:
-    """The complete events of a Chrome trace's text (as profiling.read_trace reads a file)."""
-    try:
-        events = json.loads(text)["traceEvents"]
-        found = [e for e in events if type(e) is dict and e.get("ph") == "X" and "dur" in e]
-        for e in found:
-            float(e["dur"]), float(e["ts"]), str(e["name"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckFailed(
-            f"a Chrome trace (JSON with traceEvents), as export_chrome_trace writes it; yours "
-            f"could not be read ({type(e).__name__}: {str(e)[:80]})"
-        ) from None
-    return found
