@@ -37,12 +37,17 @@ def test_gpu_probe_uses_nvidia_smi_without_nvml(tmp_path, monkeypatch, fake_comm
 
 
 def test_cpu_probe_sees_a_busy_loop():
+    """A busy loop reads as the share of the CPU this process got, by its own clocks: all of it
+    on a quiet machine, less where other processes share the core (the test lanes run two side by
+    side; with other work on the machine, once below 50% and once below 10%)."""
     probe = monitor.cpu_probe(cpus=1)
-    end = time.perf_counter() + 0.3
-    while time.perf_counter() < end:
+    wall, cpu = time.perf_counter(), time.process_time()
+    while time.perf_counter() < wall + 0.3:
         pass
     busy = probe()["cpu %"]
-    assert 50 < busy <= 100  # one busy thread of one CPU: never over the CPUs it may use
+    got = 100 * (time.process_time() - cpu) / (time.perf_counter() - wall)
+    assert 0 < busy <= 100  # one busy thread of one CPU: never over the CPUs it may use
+    assert abs(busy - min(got, 100)) < 5, (busy, got)
 
 
 def test_monitor_samples_in_the_background_and_survives_errors():
