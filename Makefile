@@ -297,8 +297,8 @@ container-lock:
 # nbval, the container kernel, lesson 05's DDP on two nodes, the package list again). Needs
 # Charliecloud (ch-run) and, for the DDP job, the Slurm cluster. Where the image is built,
 # test-container-unit and test-container-runs run alone. Measured on 2 cores shared with other
-# work: 3.1 minutes with the downloads kept (image 128 s, then the two halves 52 s and 48 s side by
-# side); a cold build took 3 to 6 minutes.
+# work: 3.1 minutes with the downloads kept at a load average of about 3 (image 128 s, then the
+# two halves 52 s and 48 s side by side), 8.5 minutes at 4 to 7; a cold build took 3 to 6 minutes.
 IMAGE := $(CONTAINER)/course.sqfs
 # This checkout at /mnt/1 (ch-run binds only onto paths the image has), started there.
 IN_IMAGE := USER=$${USER:-$$(id -un)} ch-run --home --bind=$(CURDIR):/mnt/1 --cd=/mnt/1 $(IMAGE) --
