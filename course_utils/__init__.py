@@ -37,6 +37,7 @@ tests; docs/conventions.md says what goes where. Lesson helpers that notebooks i
     how_many.py           how many GPUs to ask for: the deadline and the efficiency together
     import_cost.py        what a job pays to import PyTorch before it computes
     kernel_spec.py        the course environment as a Jupyter kernel on a centre's hub
+    containers.py         the course's container image run by Charliecloud or Apptainer
 A family that one lesson uses alone, as a package:
     doctor/               `course doctor`, the environment report (lesson 00)
     async_gpu/            a simulated asynchronous GPU, recorded streams, the allocator (03)

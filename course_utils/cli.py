@@ -16,11 +16,27 @@ def cmd_doctor(args) -> int:
 def cmd_kernel(args) -> int:
     import os
 
-    from course_utils import kernel_spec
+    from course_utils import containers, kernel_spec
 
-    folder = kernel_spec.install(args.name, args.display_name, args.prefix)
+    if args.container:
+        name = args.name or kernel_spec.CONTAINER_NAME
+        display = args.display_name or kernel_spec.CONTAINER_DISPLAY_NAME
+        try:
+            folder, runtime = kernel_spec.install_container(
+                args.container, args.runtime, name, display, args.prefix
+            )
+        except ValueError as e:
+            print(f"course kernel: {e}", file=sys.stderr)
+            return 2
+        program = " ".join(containers.RUNTIMES[runtime].program)
+        print(
+            f"kernel {name!r} registered in {folder}; it runs inside {args.container} ({program})"
+        )
+        return 0
+    name = args.name or kernel_spec.NAME
+    folder = kernel_spec.install(name, args.display_name or kernel_spec.DISPLAY_NAME, args.prefix)
     kept = ", ".join(sorted(kernel_spec.kernel_env(os.environ))) or "none"
-    print(f"kernel {args.name!r} registered in {folder}; it carries {kept} from this shell")
+    print(f"kernel {name!r} registered in {folder}; it carries {kept} from this shell")
     return 0
 
 
@@ -117,9 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "kernel", help="register this environment as a Jupyter kernel, with its modules' settings"
     )
-    p.add_argument("--name", default="course", help="kernel name (default: course)")
-    p.add_argument("--display-name", default="PyTorch on HPC (course)", help="name in JupyterLab")
+    p.add_argument("--name", help="kernel name (default: course, or course-container)")
+    p.add_argument("--display-name", help="name in JupyterLab (default: PyTorch on HPC (course))")
     p.add_argument("--prefix", help="install under this prefix (default: your ~/.local)")
+    p.add_argument(
+        "--container",
+        metavar="IMAGE",
+        help="a kernel that runs inside this image (the course's course.sqfs, a .sif, a folder)",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=("charliecloud", "apptainer"),
+        help="with --container: ch-run or apptainer exec --nv (default: apptainer for a .sif, "
+        "else ch-run where it is installed)",
+    )
     p.set_defaults(func=cmd_kernel)
 
     p = sub.add_parser(

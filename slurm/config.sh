@@ -20,6 +20,12 @@ COURSE_MODULES=${COURSE_MODULES:-}        # e.g. "StdEnv/2023 python/3.11"; empt
 COURSE_DIR=${COURSE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}  # this repository
 COURSE_VENV=${COURSE_VENV:-$COURSE_DIR/.venv}         # the shared environment (`make setup`)
 COURSE_WHEELHOUSE=${COURSE_WHEELHOUSE:-}  # site wheels for a virtualenv built inside a job
+# Or the course's container image (lesson 00): each srun task (the srun lines that start
+# "${course_task[@]}") runs inside it with its Python, and needs no environment above. A SquashFS
+# file or a folder runs with Charliecloud's ch-run; a .sif file with Apptainer (`apptainer exec
+# --nv`: the node's GPU driver comes in).
+#     COURSE_IMAGE=~/course.sqfs sbatch slurm/ddp_srun.sh
+COURSE_IMAGE=${COURSE_IMAGE:-}
 
 # --- Device: COURSE_DEVICE=cpu runs a GPU script on CPUs only (gloo, no GPU touched) ---------
 COURSE_DEVICE=${COURSE_DEVICE:-}
@@ -81,8 +87,9 @@ course_load_modules() {
     fi
 }
 
-course_activate() {  # the shared environment
+course_activate() {  # the shared environment, or the container image
     course_load_modules
+    if [ -n "$COURSE_IMAGE" ]; then course_in_image; return; fi
     [ -f "$COURSE_VENV/bin/activate" ] || { echo "no Python environment at $COURSE_VENV: run make setup" >&2; return 1; }
     # shellcheck disable=SC1091
     source "$COURSE_VENV/bin/activate"
@@ -102,4 +109,29 @@ course_job_venv() {  # a virtualenv on the node's local disk, as the cluster doc
     fi
     export PYTHONPATH="$COURSE_DIR${PYTHONPATH:+:$PYTHONPATH}"  # course_utils from the checkout
     echo "job virtualenv: $env_dir ($(python -c 'import torch; print("torch", torch.__version__)'))"
+}
+
+# The runtime for COURSE_IMAGE, as course_utils.containers.choose_runtime decides.
+course_image_runtime() {
+    case $COURSE_IMAGE in
+        *.sif) echo apptainer ;;
+        *) if command -v ch-run >/dev/null; then echo charliecloud
+           elif command -v apptainer >/dev/null; then echo apptainer
+           else echo "no container runtime for $COURSE_IMAGE: neither ch-run nor apptainer is on PATH (load one with COURSE_MODULES)" >&2; return 1
+           fi ;;
+    esac
+}
+
+# Each task's command inside COURSE_IMAGE, the folder you submitted from bound at /mnt/1 and
+# started in: the words of course_utils.containers.in_image (tests/integration/test_container.py
+# holds the two equal).
+course_in_image() {
+    local runtime work=/mnt/1
+    runtime=$(course_image_runtime) || return 1
+    export USER=${USER:-$(id -un)}  # ch-run refuses to start without it
+    case $runtime in
+        charliecloud) course_task=(ch-run --home "--bind=$PWD:$work" "--cd=$work" "$COURSE_IMAGE" -- "${course_task[@]}") ;;
+        apptainer) course_task=(apptainer exec --nv "--bind=$PWD:$work" "--pwd=$work" "$COURSE_IMAGE" "${course_task[@]}") ;;
+    esac
+    echo "each task runs inside $COURSE_IMAGE ($runtime)"
 }

@@ -1,7 +1,7 @@
 """What a marked test needs, and why it cannot run here: the one source of skip reasons.
 
 tests/conftest.py asks `problem(marker)` before each test marked gpu, slurm, browser, cpp,
-shellcheck or bwrap. Where the answer is a reason, the test is skipped with it; under CI
+shellcheck, bwrap or container. Where the answer is a reason, the test is skipped with it; under CI
 (CI=true) the system parts CI installs must be there, so a missing one fails the test instead of
 hiding it.
 """
@@ -19,7 +19,9 @@ from pathlib import Path
 import torch
 
 # Installed by .ci/run (apt) and .ci/browser-setup.sh: CI must run these tests.
-CI_MUST_RUN = {"slurm", "browser", "cpp", "shellcheck", "bwrap"}
+CI_MUST_RUN = {"slurm", "browser", "cpp", "shellcheck", "bwrap", "container"}
+# The course's image as `make container` writes it (the container tests run in it with ch-run).
+IMAGE = Path(__file__).resolve().parents[1] / "build" / "container" / "course.sqfs"
 
 
 def in_ci() -> bool:
@@ -93,6 +95,16 @@ def bwrap() -> str | None:
     return sandbox.problem(DEFAULTS.max_procs)
 
 
+@functools.cache
+def container() -> str | None:
+    """Why the course's image cannot run here with Charliecloud (the reason names the fix)."""
+    if not shutil.which("ch-run"):
+        return "Charliecloud is not installed (apt-get install charliecloud-runtime)"
+    if not IMAGE.is_file():
+        return f"no image at {IMAGE}: build it with `make container` (as root, with mmdebstrap)"
+    return None
+
+
 CHECKS = {
     "gpu": gpu,
     "slurm": slurm,
@@ -100,6 +112,7 @@ CHECKS = {
     "cpp": cpp,
     "shellcheck": shellcheck,
     "bwrap": bwrap,
+    "container": container,
 }
 
 

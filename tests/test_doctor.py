@@ -30,6 +30,30 @@ def test_torchvision_pairs(torch_v, tv_v, ok):
     assert versions.torchvision_pairs(torch_v, tv_v) is ok
 
 
+def test_the_torchvision_for_a_pytorch_release():
+    assert versions.torchvision_for("2.14.1+cu130") == "0.29"
+    assert versions.torchvision_for("2.10.0a0+b4e4ee81d3") == "0.25"  # NGC 25.12's snapshot
+    assert versions.torchvision_for("1.13.1") is None
+
+
+@pytest.mark.parametrize(
+    ("version", "ok"),
+    [
+        ("2.6.0", True),
+        ("2.6.0+cu124", True),
+        ("2.10.0a0+b4e4ee81d3", True),  # a snapshot after 2.9's release branch: all of 2.6 in it
+        ("2.7.0a0+6c54963", True),
+        ("2.6.0a0+ecf3bae", False),  # taken while 2.6 was being written
+        ("2.6.0rc1", False),
+        ("2.6.0.dev20241112", False),
+        ("2.5.1", False),
+        ("1.13.1", False),
+    ],
+)
+def test_supported_torch_counts_a_pre_release_before_its_release(version, ok):
+    assert versions.supported_torch(version) is ok
+
+
 def test_threads_warns_when_oversubscribed(monkeypatch):
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "1")
     monkeypatch.setattr(runtime.torch, "get_num_threads", lambda: 8)
@@ -58,6 +82,7 @@ def test_report_covers_every_topic(commands):
         "data",
         "jupyter kernel",
         "widgets",
+        "container",
         "slurm job",
         "job cpus",
         "job gpus",

@@ -2,6 +2,7 @@
 
 Peak memory is measured in its own processes: tests/integration/test_failures_runs.py."""
 
+import sys
 from pathlib import Path
 
 from course_utils import processes
@@ -68,6 +69,8 @@ def test_measure_cpu_runs_on_one_thread_with_no_gpu_visible(fake_commands, monke
         Path(command[command.index("--out") + 1]).write_text('{"big batch": {"peak_bytes": 1}}')
         return processes.Finished(command, 0, "", "", 0.1)
 
-    fake = fake_commands({"python -m course_utils.jobs.memory_peak": memory_peak})
+    # the program is this interpreter by name: python in a venv, python3 in the course's image
+    python = Path(sys.executable).name
+    fake = fake_commands({f"{python} -m course_utils.jobs.memory_peak": memory_peak})
     assert memory.measure_cpu(memory.StepShape()) == {"big batch": {"peak_bytes": 1}}
     assert fake.envs[0]["CUDA_VISIBLE_DEVICES"] == "" and fake.envs[0]["OMP_NUM_THREADS"] == "1"

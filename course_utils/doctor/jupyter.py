@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 from course_utils.doctor.findings import OK, WARN, Finding
@@ -85,12 +86,17 @@ def server_labextension_dirs() -> tuple[list[Path], str]:
     """
     from jupyter_core.paths import jupyter_path
 
-    own = Path(sys.prefix) / "share" / "jupyter" / "labextensions"
+    # This environment's own data folder: sys.prefix in a venv; outside one, where pip put the
+    # packages' data (/usr/local on Debian's Python, as in the course's container image).
+    own = {
+        Path(folder) / "share" / "jupyter" / "labextensions"
+        for folder in (sys.prefix, sysconfig.get_paths()["data"])
+    }
     prefix = server_prefix(_parent_cmdline())
     if prefix is None or prefix.resolve() == Path(sys.prefix).resolve():
         return [Path(d) for d in jupyter_path("labextensions")], "this environment's server"
     dirs = [prefix / "share" / "jupyter" / "labextensions"]
-    dirs += [Path(d) for d in jupyter_path("labextensions") if Path(d) != own]
+    dirs += [Path(d) for d in jupyter_path("labextensions") if Path(d) not in own]
     return dirs, f"server in {prefix}"
 
 

@@ -9,6 +9,8 @@ Each finding is a row (topic, value, status, advice); status "error" is blocking
   slurm     the Slurm job this process is in, and what would break a launch from here
   runtime   CPU threads, precision flags, distributed backends, data
   jupyter   the course kernel, and the widget extension of the server that started it
+  container the container image this runs in (which runtime, where its Python's packages are),
+            and whether the node's GPU driver reached inside
 This module collects and prints them; lessons and checkers import each name from its own module.
 """
 
@@ -20,6 +22,7 @@ from dataclasses import asdict
 import torch
 
 from course_utils.doctor import routes
+from course_utils.doctor.container import container
 from course_utils.doctor.findings import ERROR, Finding
 from course_utils.doctor.gpu import gpus
 from course_utils.doctor.jupyter import kernel, widgets
@@ -50,7 +53,8 @@ def versions() -> list[Finding]:
 
 def collect() -> list[Finding]:
     rows = []
-    for part in (versions, gpus, slurm_job, threads, precision, distributed, data, kernel, widgets):
+    parts = (versions, gpus, container, slurm_job, threads, precision, distributed, data, kernel)
+    for part in (*parts, widgets):
         rows.extend(part())
     return rows
 

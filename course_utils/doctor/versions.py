@@ -22,15 +22,34 @@ def major_minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def torchvision_pairs(torch_version: str, torchvision_version: str) -> bool:
-    """Whether a torchvision release is the one built for a PyTorch release.
+def torchvision_for(torch_version: str) -> str | None:
+    """The torchvision series built for a PyTorch release: "0.29" for "2.14.1+cu130".
 
-    Since PyTorch 2.0 the pairs follow torch 2.N <-> torchvision 0.(N+15), e.g. 2.14 <-> 0.29.
+    Since PyTorch 2.0 the pairs follow torch 2.N <-> torchvision 0.(N+15); None before 2.0.
+    container/ngc.def asks it for an image that lacks torchvision.
+    """
+    major, minor = major_minor(torch_version)
+    return f"0.{minor + 15}" if major == 2 else None
+
+
+def torchvision_pairs(torch_version: str, torchvision_version: str) -> bool:
+    """Whether a torchvision release is the one built for a PyTorch release (`torchvision_for`).
     A mismatched torchvision fails at import with "operator torchvision::nms does not exist".
     """
-    t_major, t_minor = major_minor(torch_version)
-    v_major, v_minor = major_minor(torchvision_version)
-    return t_major == 2 and v_major == 0 and v_minor == t_minor + 15
+    pair = torchvision_for(torch_version)
+    return pair is not None and major_minor(torchvision_version) == major_minor(pair)
+
+
+def supported_torch(version: str) -> bool:
+    """Whether the course supports this PyTorch: OLDEST_TORCH (2.6) or later.
+
+    A pre-release counts as before its release, as pip ranks it: NGC's images carry snapshots of
+    PyTorch's main branch, and "2.6.0a0+ecf3bae" was taken while 2.6 was still being written
+    (2.7.0a0 came after 2.6's release branch). Lesson 00 picks an NGC tag by this rule."""
+    release = major_minor(version)
+    if release != OLDEST_TORCH:
+        return release > OLDEST_TORCH
+    return re.search(r"\d(a|b|rc|\.?dev)\d*", version.split("+")[0]) is None
 
 
 def older_than_pin(version: str, tested: str | None = None) -> bool:
@@ -51,7 +70,7 @@ def pytorch_finding(version: str, tested: str | None = None, other_routes: int =
     tested = tested or course_utils.TESTED_TORCH
     if version.split("+")[0] == tested:
         return Finding("pytorch", version, OK)
-    too_old = major_minor(version) < OLDEST_TORCH
+    too_old = not supported_torch(version)
     if too_old:
         why = f"the course needs PyTorch {'.'.join(map(str, OLDEST_TORCH))} or newer: "
     elif other_routes:
