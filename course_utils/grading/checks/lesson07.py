@@ -4,12 +4,13 @@
 none of the learner's code: probes in the learner's process do. 07.1's probe hands `deploy` a
 model made from the judge's seed and a batch drawn from it, reads what the C++ program wrote in
 the folder, and runs the course's loader on the package left there with a second batch of
-another size. 07.2's probe lets `build_predict` build its program in a copy of the lesson's
-project, then runs that program on a package of the judge's model and a batch from the judge's
-seed. Each probe returns the outputs as plain tensors; the judge makes the same model and the
-same batches itself and compares them with its own eager outputs. The probes need cmake and a
-C++ compiler, and say so where one is missing. 07.3 is a decision on plain data, with held-out
-cases: other GPUs, builds and drivers.
+another size. 07.2's probe lets `build_predict` build its program in the lesson's project
+(runs/07/example, made as the lesson makes it where it is missing), then runs that program on
+a package of the judge's model and a batch from the judge's seed. Each probe returns the
+outputs as plain tensors; the judge makes the same model and the same batches itself and
+compares them with its own eager outputs. The probes need cmake and a C++ compiler, and say so
+where one is missing. 07.3 is a decision on plain data, with held-out cases: other GPUs,
+builds and drivers.
 """
 
 from pathlib import Path

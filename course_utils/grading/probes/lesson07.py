@@ -2,8 +2,8 @@
 
 07.1's probe hands `deploy` a model made from the judge's seed and a batch drawn from it, reads
 what the C++ program wrote in the folder, and runs the course's loader on the package left there
-with a second batch of another size. 07.2's probe lets `build_predict` build its program in a
-copy of the lesson's project, then runs that program on a package of the model at seed 0 and a
+with a second batch of another size. 07.2's probe lets `build_predict` build its program in the
+lesson's project (runs/07/example), then runs that program on a package of the model at seed 0 and a
 batch from the judge's seed. Each returns the outputs as plain tensors; the judge computes the
 same model's eager outputs itself (checks/lesson07.py). They need cmake and a C++ compiler, and
 say so where one is missing.
@@ -93,24 +93,27 @@ def _package() -> Path:
     return export.aoti_package(exported, build_root() / "exercise-07" / "net.pt2").path
 
 
+LESSON_PROJECT = Path("runs", "07", "example")  # the lesson makes it here: RUNS / "example"
+
+
 def _project() -> Path:
-    """A learner's project as the lesson makes it: the documentation's example plus
-    include(CourseTorch), in build/ so that its build stays incremental between checks."""
+    """The learner's project where and as the lesson makes it: the documentation's example plus
+    include(CourseTorch), keeping what 07.2 added. The check builds in it, so the lesson's own
+    build of `predict` after the check finds it built (a second folder compiled it again)."""
     documentation = cpp.cpp_source_dir() / "examples" / "documentation"
-    project = build_root() / "exercise-07" / "project"
     cmake = (documentation / "CMakeLists.txt").read_text()
     fixed = cmake.replace("find_package(Torch", "include(CourseTorch)\nfind_package(Torch")
-    lists = project / "CMakeLists.txt"
+    lists = LESSON_PROJECT / "CMakeLists.txt"
     if not (lists.is_file() and lists.read_text().startswith(fixed)):  # keep what 07.2 added
         files.write_text_if_changed(lists, fixed)
     example = (documentation / "example.cpp").read_text()
-    files.write_text_if_changed(project / "example.cpp", example)
-    return project
+    files.write_text_if_changed(LESSON_PROJECT / "example.cpp", example)
+    return LESSON_PROJECT.resolve()
 
 
 @probe("07.2")
 def run_build_predict(build_predict, seed: int):
-    """In the learner's process: their build in a copy of the lesson's project, then their
+    """In the learner's process: their build in the lesson's project, then their
     program on a package of the judge's model and a batch from the judge's seed."""
     _toolchain()
     program = build_predict(_project())

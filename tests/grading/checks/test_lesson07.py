@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from course_utils import cpp
 from course_utils.doctor import gpu
 from course_utils.grading import FAILED, NOT_ATTEMPTED, PASSED, run_check
 from course_utils.grading.checks import lesson07
@@ -65,6 +66,34 @@ def test_deploy_must_return_what_the_cpp_program_computed():
     python_only = run_check("07.1", lambda model, x, folder: model(x))
     assert python_only.verdict == FAILED
     assert python_only.message == ("expected the C++ program's result (cpp.run_model), got Tensor")
+
+
+@pytest.fixture(autouse=True)
+def in_a_lesson_folder(tmp_path, monkeypatch):
+    """07.2's probe builds in the lesson's project, runs/07/example where the notebook runs."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.skipif(bool(cpp.toolchain_missing()), reason="needs cmake and a C++ compiler")
+def test_07_2_builds_in_the_lesson_s_project_and_keeps_what_the_learner_added(tmp_path):
+    """The check hands `build_predict` the project the lesson made (so the lesson's own build
+    after the check finds `predict` built), made as the lesson makes it where it is missing."""
+    handed = []
+
+    def build_predict(project):
+        handed.append(project)
+        lists = project / "CMakeLists.txt"
+        lists.write_text(lists.read_text() + "# predict added here\n")
+        return project / "predict"  # not built: the check fails, after the build was asked for
+
+    for _ in range(2):
+        assert run_check("07.2", build_predict).verdict == FAILED
+    project = tmp_path / "runs" / "07" / "example"
+    assert handed == [project, project]
+    assert (project / "CMakeLists.txt").read_text().count("# predict added here") == 2
+    assert "include(CourseTorch)" in (project / "CMakeLists.txt").read_text()
+    documentation = cpp.cpp_source_dir() / "examples" / "documentation"
+    assert (project / "example.cpp").read_text() == (documentation / "example.cpp").read_text()
 
 
 def test_own_program_must_be_a_built_file(tmp_path):
