@@ -1,9 +1,9 @@
-"""What the course's exercises make the learner do (DESIGN's exercise kinds, docs/conventions.md):
-at least 40 exercises, at least 20 that are "run" by the rule (the learner's own code starts,
-submits or measures something real, and the check reads what that run produced: a function the
-checker calls on its own inputs is "code", however much it computes), and at least one "run" in
-every lesson. The labels are the honest ones (22 run, 15 code, 6 decide); fill-ins stay a
-minority. Read from the solutions, as `course release` reads them."""
+"""What the course's exercises make the learner do (the exercise kinds, docs/conventions.md):
+at least 40 exercises, at least 15 that are "run" by the rule (the points rest on the learner's
+own run: a job of theirs on the scheduler's record, or their own code started, built or
+measured at the judge's seed; an answer whose run a course helper does in full is "code"), and
+at least one "run" in every lesson. Fill-ins ("code") stay a minority. Read from the solutions,
+as `course release` reads them."""
 
 from collections import Counter
 
@@ -14,7 +14,7 @@ from course_utils.grading.notebooks import DOES, course_meta
 from course_utils.paths import REPO_ROOT
 from course_utils.tooling.release import solution_paths
 
-AT_LEAST_IN_ALL, AT_LEAST_RUN, AT_MOST_CODE = 40, 20, 16
+AT_LEAST_IN_ALL, AT_LEAST_RUN = 40, 15
 
 
 def kinds_by_lesson() -> dict[str, Counter]:
@@ -35,7 +35,7 @@ def test_the_course_counts_hold():
     total = sum(kinds_by_lesson().values(), Counter())
     assert sum(total.values()) >= AT_LEAST_IN_ALL, dict(total)
     assert total["run"] >= AT_LEAST_RUN, dict(total)
-    assert total["code"] <= AT_MOST_CODE, dict(total)
+    assert 2 * total["code"] < sum(total.values()), dict(total)  # a minority
 
 
 @pytest.mark.parametrize("lesson", sorted(kinds_by_lesson()))

@@ -235,8 +235,8 @@ def _expect_a_trace_of_the_step(events: list[dict], batch: int, calls: int) -> N
     dims = [e.get("args", {}).get("Input Dims") for e in events if e["name"] == "aten::conv2d"]
     expect(
         any(dims),
-        "a trace recorded with shapes (profile_call records them)",
-        "no shapes: profile with profile_call, or torch.profiler.profile(record_shapes=True)",
+        "a trace recorded with shapes",
+        "no shapes: profile with torch.profiler.profile(..., record_shapes=True)",
     )
     firsts = [d[0] for d in dims if type(d) is list and d and type(d[0]) is list]
     expect(
@@ -276,7 +276,7 @@ def _expect_a_profiled_step(answer, batch: int, seed: int) -> None:
     if report["trace"] is None:
         raise NotAttempted(
             "run the profiler on step() first: export its Chrome trace to trace_path "
-            "(profile_call(step, trace_path=trace_path))"
+            "(prof.export_chrome_trace(str(trace_path)))"
         )
     expect(type(report["trace"]) is str, "the trace's text", type(report["trace"]).__name__)
     events = trace_events(report["trace"])
