@@ -17,6 +17,9 @@ from course_utils.files import atomic_write_text
 from course_utils.grading.notebooks import ReleaseError, release_notebook
 
 NOTEBOOK_NAME = re.compile(r"^(?P<lesson>\d\d)_[a-z0-9_]+\.ipynb$")
+# How a lesson reports the machine's load beside a timing (timing.CpuLoad; a test holds the two
+# together): a stored output recorded above the CPU count timed mostly waiting.
+LOAD_REPORT = re.compile(r"load average (?P<load>\d+(?:\.\d+)?) on (?P<cpus>\d+) CPUs?")
 
 
 def solution_paths(solutions_dir: Path) -> list[Path]:
@@ -50,6 +53,33 @@ def plan_release(solutions_dir: Path, notebooks_dir: Path) -> ReleasePlan:
     return ReleasePlan(writes, stale, orphans)
 
 
+def _output_text(output) -> str:
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    return str(output.get("data", {}).get("text/plain", ""))
+
+
+def busy_outputs(nb: nbformat.NotebookNode) -> list[str]:
+    """The stored outputs of `nb` that report a load average above the machine's CPU count:
+    'cell 12: load average 7.6 on 2 CPUs'. Stored outputs are what the site and the lessons
+    show; they are recorded on a quiet machine (docs/conventions.md, "Stored outputs")."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            for report in LOAD_REPORT.finditer(_output_text(output)):
+                if float(report["load"]) > int(report["cpus"]):
+                    found.append(f"cell {index}: {report[0]}")
+    return found
+
+
+def busy_solutions(solutions_dir: Path) -> list[str]:
+    return [
+        f"{path}: {where}"
+        for path in solution_paths(solutions_dir)
+        for where in busy_outputs(nbformat.read(path, as_version=4))
+    ]
+
+
 def release(solutions_dir: Path, notebooks_dir: Path, check_only: bool = False) -> int:
     """Write (or, with check_only, verify) notebooks/; returns a process exit code."""
     plan = plan_release(solutions_dir, notebooks_dir)
@@ -58,7 +88,14 @@ def release(solutions_dir: Path, notebooks_dir: Path, check_only: bool = False) 
             print(f"stale: {path} differs from its solution; run `course release`")
         for path in plan.orphans:
             print(f"orphan: {path} has no solution in {solutions_dir}; delete it")
-        bad = plan.stale or plan.orphans
+        busy = busy_solutions(solutions_dir)
+        for where in busy:
+            print(
+                f"busy: {where}, above its CPU count: the timings beside it mostly waited; "
+                "record the lesson again on a quiet machine (docs/conventions.md, "
+                '"Stored outputs")'
+            )
+        bad = plan.stale or plan.orphans or busy
         if not bad:
             print(f"notebooks/ is up to date with solutions/ ({len(plan.writes)} notebooks)")
         return 1 if bad else 0

@@ -5,7 +5,7 @@ import pytest
 
 from course_utils.grading.notebooks import ReleaseError, release_notebook, stub_solution
 from course_utils.paths import REPO_ROOT
-from course_utils.tooling.release import plan_release, release
+from course_utils.tooling.release import busy_outputs, plan_release, release
 
 ROOT = REPO_ROOT
 
@@ -150,3 +150,37 @@ def test_each_kind_of_exercise_is_released(does):
     student = release_notebook(_notebook(_exercise_cell("01.1", source, does)))
     assert student.cells[0].metadata["course"]["does"] == does
     assert "NotImplementedError" in student.cells[0].source
+
+
+def _with_output(text: str):
+    cell = nbformat.v4.new_code_cell("print(timing.cpu_load())")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+    return _notebook(nbformat.v4.new_markdown_cell("# 01 t"), cell)
+
+
+def test_an_output_recorded_above_the_cpu_count_is_named():
+    from course_utils.timing import CpuLoad
+
+    busy = str(CpuLoad(7.6, 2, 1.0))  # the lessons' own words for the load
+    assert busy_outputs(_with_output(f"median 3 ms\n{busy}\n")) == [
+        "cell 1: load average 7.6 on 2 CPUs"
+    ]
+    assert busy_outputs(_with_output(str(CpuLoad(1.9, 2, 0.0)))) == []
+    assert busy_outputs(_with_output(str(CpuLoad(2.0, 2, None)))) == []  # at the count: not above
+
+
+def test_the_release_check_refuses_a_busy_solution(tmp_path, capsys):
+    solutions, notebooks = tmp_path / "solutions", tmp_path / "notebooks"
+    solutions.mkdir()
+    nbformat.write(
+        _with_output("load average 0.3 on 2 CPUs: no contention"), solutions / "01_t.ipynb"
+    )
+    assert release(solutions, notebooks) == 0
+    assert release(solutions, notebooks, check_only=True) == 0
+    nbformat.write(
+        _with_output("load average 10.2 on 2 CPUs: other work"), solutions / "01_t.ipynb"
+    )
+    assert release(solutions, notebooks) == 0  # the student copy has no outputs: unchanged
+    assert release(solutions, notebooks, check_only=True) == 1
+    said = capsys.readouterr().out
+    assert "busy: " in said and "01_t.ipynb: cell 1: load average 10.2 on 2 CPUs" in said
