@@ -94,6 +94,15 @@ class Verdict:
         return statistics.median(self.ratios) if self.ratios else math.nan
 
     @property
+    def candidate_median(self) -> float:
+        """The candidate's median measurement (a rate or a time, as measured)."""
+        return statistics.median(self.candidate) if self.candidate else math.nan
+
+    @property
+    def baseline_median(self) -> float:
+        return statistics.median(self.baseline) if self.baseline else math.nan
+
+    @property
     def decided(self) -> bool:
         return self.verdict != UNDECIDED
 
@@ -101,7 +110,9 @@ class Verdict:
     def words(self) -> str:
         """The verdict in words: "faster", "slower", "no difference" or "undecided after 4
         pairs"."""
-        return self.verdict if self.decided else f"{UNDECIDED} after {self.pairs} pairs"
+        if self.decided:
+            return self.verdict
+        return f"{UNDECIDED} after {self.pairs} pair{'' if self.pairs == 1 else 's'}"
 
     @property
     def interval(self) -> str:

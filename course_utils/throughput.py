@@ -4,22 +4,28 @@ Lesson 08's measuring harness. A `Recipe` says how the CNN is trained: batch siz
 workers, pinned memory, channels_last, autocast, torch.compile, and where batches come from.
 `NAIVE` is the cluster documentation's script as written (course_utils/jobs/train_cifar.py
 defaults). `measure` trains with a Recipe and returns the median images per second of timed
-blocks; `time_loader` times a loader alone. `course_utils.speed` tunes Recipes with them.
+blocks; `time_loader` times a loader alone. `Warm` builds and warms up a Recipe once, then
+times it as often as asked (`blocked_autorange`); `Bench` keeps the Recipes being compared
+warm, so that `course_utils.speed` can measure two of them in pairs, back to back
+(`course_utils.paired`), with nothing but steady training inside what is timed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import statistics
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+import torch.utils.benchmark as benchmark
 from torch import nn
 
-from course_utils import data, models, precision, train
+from course_utils import data, models, precision, timing, train
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LOADERS = ("dataloader", "memory")
@@ -213,6 +219,87 @@ def measure(
         for _ in range(blocks)
     ]
     return statistics.median(rates)
+
+
+class Warm:
+    """One Recipe built and warmed up once, then timed as often as asked.
+
+    Building it pays every one-time cost, untimed: the model and optimizer (compiled if the
+    Recipe says so), its batches (DataLoader workers started; they persist across epochs), and
+    `warmup` training steps (compilation, the first batches, the allocator growing, cuDNN's
+    autotuning). `rate(seconds)` then times steady training with torch.utils.benchmark's
+    `blocked_autorange` on a clock that synchronizes the device: calls of `steps_per_call`
+    training steps (enough for about 20 ms, so a GPU's queue is not drained after every short
+    step), repeated until `seconds` have run. `build_seconds` says what the set-up cost.
+    """
+
+    CALL_SECONDS = 0.02
+
+    def __init__(self, recipe: Recipe, dataset, device="cpu", warmup: int = 2, seed: int = 0):
+        if warmup < 0:
+            raise ValueError(f"warmup={warmup} must be >= 0 (untimed steps before timing)")
+        start = time.perf_counter()
+        self.recipe, self.device = recipe, torch.device(device)
+        self.model, self.optimizer = build(recipe, self.device, seed)
+        self.batches = _endless(make_loader(recipe, dataset, self.device, seed))
+        if warmup:
+            self.train(warmup)
+        one = time.perf_counter()
+        self.train(1)  # a steady step: how many make a call of about CALL_SECONDS
+        step = time.perf_counter() - one
+        self.steps_per_call = max(1, min(64, math.ceil(self.CALL_SECONDS / max(step, 1e-6))))
+        self.build_seconds = time.perf_counter() - start
+
+    def train(self, steps: int) -> None:
+        """`steps` training steps on the next batches (synchronized at both ends)."""
+        batches = itertools.islice(self.batches, steps)
+        train_steps(self.recipe, self.model, self.optimizer, batches, self.device, None)
+
+    def rate(self, seconds: float = 0.25) -> float:
+        """Images per second of steady training, timed for about `seconds`: the mean call of
+        `blocked_autorange` (its first calls, which choose how many calls make a block, are
+        untimed: they settle the caches after whatever ran before)."""
+        timer = benchmark.Timer(
+            "train(steps)",
+            globals={"train": self.train, "steps": self.steps_per_call},
+            num_threads=torch.get_num_threads(),
+            timer=timing.synchronizing_clock([self.device]),
+        )
+        m = timer.blocked_autorange(min_run_time=seconds)
+        return self.steps_per_call * self.recipe.batch_size / m.mean
+
+
+class Bench:
+    """Images per second of Recipes, each built and warmed up once (`Warm`) and timed for
+    `seconds` per call: `bench(recipe)`. It keeps the `keep` Recipes it measured last warm (a
+    tuning compares the best with each candidate in turn: the best stays, the candidates
+    before it go, and their DataLoader workers with them). `warm(recipe)` builds one ahead of
+    a comparison and returns it (`build_seconds`: compilation included)."""
+
+    def __init__(
+        self, dataset, device="cpu", seconds: float = 0.25, warmup: int = 2, keep: int = 3
+    ):
+        if seconds <= 0 or keep < 2:
+            raise ValueError(f"seconds={seconds} must be > 0 and keep={keep} >= 2")
+        self.dataset, self.device, self.seconds = dataset, torch.device(device), seconds
+        self.warmup, self.keep = warmup, keep
+        self.running: OrderedDict[Recipe, Warm] = OrderedDict()
+
+    def warm(self, recipe: Recipe) -> Warm:
+        if recipe in self.running:
+            self.running.move_to_end(recipe)
+        else:
+            while len(self.running) >= self.keep:
+                self.running.popitem(last=False)  # the least recently measured
+            self.running[recipe] = Warm(recipe, self.dataset, self.device, self.warmup)
+        return self.running[recipe]
+
+    def __call__(self, recipe: Recipe) -> float:
+        return self.warm(recipe).rate(self.seconds)
+
+    def close(self) -> None:
+        """Let go of every warm Recipe (and its DataLoader workers)."""
+        self.running.clear()
 
 
 def time_loader(loader, batches: int) -> float:
