@@ -359,3 +359,27 @@ def plot_steps(rows: list[dict], title: str):
     ax.set_title(f"{title}\n{legend}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plot_pairs(results: list[StepResult], title: str, min_gain: float = paired.MIN_GAIN):
+    """Each measured step's paired ratios (dots: the candidate's rate over the best's in one
+    pair), the 99% interval of their median (a bar; green: kept) and the band within which a
+    change is no gain worth keeping (grey). Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in results if r.ratios][::-1]  # first on top
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.8 + 0.35 * len(measured))))
+    ax.axvspan(1 / (1 + min_gain), 1 + min_gain, color="0.9")
+    ax.axvline(1, color="0.5", linewidth=1)
+    for y, r in enumerate(measured):
+        ax.plot(r.ratios, [y] * r.pairs, "o", color="tab:blue", alpha=0.4, markersize=3)
+        if r.low is not None:
+            color = "tab:green" if r.kept else "black"
+            ax.plot([r.low, r.high], [y, y], color=color, linewidth=5, alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(measured)), [r.step for r in measured])
+    ax.set_xlabel("candidate's rate / best recipe's rate, per pair (log scale; >1: faster)")
+    legend = "dots: each pair; bars: 99% interval of their median (green: kept)"
+    ax.set_title(f"{title}\n{legend}; grey: within {min_gain:.0%}", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -5,16 +5,15 @@ workers, pinned memory, channels_last, autocast, torch.compile, and where batche
 `NAIVE` is the cluster documentation's script as written (course_utils/jobs/train_cifar.py
 defaults). `measure` trains with a Recipe and returns the median images per second of timed
 blocks; `time_loader` times a loader alone. `Warm` builds and warms up a Recipe once, then
-times it as often as asked (`blocked_autorange`); `Bench` keeps the Recipes being compared
-warm, so that `course_utils.speed` can measure two of them in pairs, back to back
-(`course_utils.paired`), with nothing but steady training inside what is timed.
+times it as often as asked; `Bench` keeps the Recipes being compared warm, so that
+`course_utils.speed` can measure two of them in pairs, back to back (`course_utils.paired`),
+with nothing but steady training inside what is timed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import statistics
 import time
 from collections import OrderedDict
@@ -22,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-import torch.utils.benchmark as benchmark
 from torch import nn
 
 from course_utils import data, models, precision, timing, train
@@ -227,27 +225,26 @@ class Warm:
     Building it pays every one-time cost, untimed: the model and optimizer (compiled if the
     Recipe says so), its batches (DataLoader workers started; they persist across epochs), and
     `warmup` training steps (compilation, the first batches, the allocator growing, cuDNN's
-    autotuning). `rate(seconds)` then times steady training with torch.utils.benchmark's
-    `blocked_autorange` on a clock that synchronizes the device: calls of `steps_per_call`
-    training steps (enough for about 20 ms, so a GPU's queue is not drained after every short
-    step), repeated until `seconds` have run. `build_seconds` says what the set-up cost.
+    autotuning); then one steady step, timed, says how long a step takes. `rate(seconds)` times
+    one block of as many steady steps as fill `seconds`, between two readings of a clock that
+    synchronizes the device (`timing.synchronizing_clock`), with no synchronization inside.
+    Not torch.utils.benchmark's `blocked_autorange`: it spends an untimed call on every
+    measurement to choose its block size, a whole second step when one step fills the
+    measurement (a large batch on a CPU), and the step's duration is known here already.
+    `build_seconds` says what the set-up cost.
     """
-
-    CALL_SECONDS = 0.02
 
     def __init__(self, recipe: Recipe, dataset, device="cpu", warmup: int = 2, seed: int = 0):
         if warmup < 0:
             raise ValueError(f"warmup={warmup} must be >= 0 (untimed steps before timing)")
         start = time.perf_counter()
         self.recipe, self.device = recipe, torch.device(device)
+        self.clock = timing.synchronizing_clock([self.device])
         self.model, self.optimizer = build(recipe, self.device, seed)
         self.batches = _endless(make_loader(recipe, dataset, self.device, seed))
         if warmup:
             self.train(warmup)
-        one = time.perf_counter()
-        self.train(1)  # a steady step: how many make a call of about CALL_SECONDS
-        step = time.perf_counter() - one
-        self.steps_per_call = max(1, min(64, math.ceil(self.CALL_SECONDS / max(step, 1e-6))))
+        self.step_seconds = max(self._timed(1), 1e-6)  # a steady step
         self.build_seconds = time.perf_counter() - start
 
     def train(self, steps: int) -> None:
@@ -255,18 +252,16 @@ class Warm:
         batches = itertools.islice(self.batches, steps)
         train_steps(self.recipe, self.model, self.optimizer, batches, self.device, None)
 
+    def _timed(self, steps: int) -> float:
+        start = self.clock()
+        self.train(steps)
+        return self.clock() - start
+
     def rate(self, seconds: float = 0.25) -> float:
-        """Images per second of steady training, timed for about `seconds`: the mean call of
-        `blocked_autorange` (its first calls, which choose how many calls make a block, are
-        untimed: they settle the caches after whatever ran before)."""
-        timer = benchmark.Timer(
-            "train(steps)",
-            globals={"train": self.train, "steps": self.steps_per_call},
-            num_threads=torch.get_num_threads(),
-            timer=timing.synchronizing_clock([self.device]),
-        )
-        m = timer.blocked_autorange(min_run_time=seconds)
-        return self.steps_per_call * self.recipe.batch_size / m.mean
+        """Images per second of steady training: one block of about `seconds` (one step at
+        least)."""
+        steps = max(1, round(seconds / self.step_seconds))
+        return steps * self.recipe.batch_size / self._timed(steps)
 
 
 class Bench:

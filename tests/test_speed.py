@@ -288,3 +288,18 @@ def test_cuda_graphs_step_compiles_in_reduce_overhead_mode(monkeypatch):
     throughput.build(throughput.Recipe(**step.changes), "cpu")
     throughput.build(throughput.Recipe(compile=True), "cpu")
     assert modes == ["reduce-overhead", None]
+
+
+def test_plot_pairs_draws_each_pair_and_each_interval():
+    steps = speed.tuning_steps(cpus=2, batch_sizes=(256,))[:3]  # 256, workers, pinned (skipped)
+    _, results = speed.tune(TINY, "cpu", steps, bench=_fake_rate)
+    ax = speed.plot_pairs(results, "t").axes[0]
+    dots = [line for line in ax.lines if line.get_marker() == "o"]
+    bars = [line for line in ax.lines if line.get_linewidth() == 5]
+    assert [len(d.get_xdata()) for d in dots] == [8, 8]  # workers on top, then batch 256
+    assert [list(b.get_xdata()) for b in bars] == [[0.5, 0.5], [2.0, 2.0]]
+    assert [b.get_color() for b in bars] == ["black", "tab:green"]  # dropped, kept
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "2 DataLoader workers",
+        "batch size 256",
+    ]
