@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.utils import benchmark
 
+from course_utils import paired
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson01
 
@@ -137,6 +138,38 @@ def test_a_timing_must_be_nearer_the_operation_it_names_than_the_other(median, p
     else:
         with pytest.raises(CheckFailed, match=r"^w: expected loop_time: the time of a loop, about"):
             lesson01._timed(records, "loop_time", "a loop", own, "w", other)
+
+
+@pytest.mark.parametrize(
+    ("slow", "passes"),
+    [(4.0e-2, True), (5.0e-3, True), (3.5e-3, False), (1.5e-3, False)],
+)
+def test_the_learners_two_timings_must_differ_as_the_checks_pairs_do(slow, passes):
+    """The check's own pairs: the loop 40 times broadcasting's 1 ms (ratios 1/45 to 1/35).
+    The learner's loop must take at least 40 / SAME_SIZE = 4 times their broadcasting."""
+    own = paired.decide([1 / r for r in (35, 38, 39, 40, 40, 41, 42, 44, 45)])
+    assert own.verdict == "slower" and 1 / own.ratio == pytest.approx(40)
+    if passes:
+        lesson01._slower(1e-3, slow, own, "w", "the loop slower")
+    else:
+        with pytest.raises(CheckFailed, match=r"^w: expected the loop slower: at least 4x \(the"):
+            lesson01._slower(1e-3, slow, own, "w", "the loop slower")
+
+
+def test_the_checks_own_timings_are_paired(monkeypatch):
+    """Both statements are measured by paired.compare, alternating, the slow one as the
+    candidate: their medians are the references a learner's timings are held to."""
+    calls = []
+    real = lesson01.paired.compare
+
+    def spy(candidate, baseline, **kwargs):
+        calls.append(kwargs)
+        return real(candidate, baseline, **kwargs)
+
+    monkeypatch.setattr(lesson01.paired, "compare", spy)
+    own = lesson01._own_pair(("x + 1", {"x": torch.ones(4)}), ("x.exp()", {"x": torch.ones(10**6)}))
+    assert calls == [{"higher_is_faster": False, "budget": lesson01.BUDGET}]
+    assert own.candidate_median > own.baseline_median and own.pairs >= 1
 
 
 def test_to_numpy():
