@@ -21,7 +21,8 @@ PYTEST := $(BIN)/python -m pytest
 TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integration test-long \
 	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
 	test-torch-min-notebooks test-torch-min-jobs test-torch-min-unit-then-jobs
-.PHONY: lab setup kernel release lint clean-venv setup-torch-min-packages setup-torch-min $(TEST_LANES)
+.PHONY: lab setup kernel programs release lint clean-venv setup-torch-min-packages setup-torch-min \
+	$(TEST_LANES)
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -40,6 +41,32 @@ $(KERNEL): $(VENV)/.installed
 $(LAB_SETTINGS): $(VENV)/.installed
 	@mkdir -p $(dir $@)
 	echo '{"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": false}}' > $@
+
+# Lesson 07's C++ programs (build/cpp) and the lesson CNN compiled with AOTInductor, built once
+# before the tests and the lessons run: cold, they took most of a fresh clone's lesson 07 (the
+# programs' three compiles, and AOTInductor's first compile, which leaves its kernels in
+# build/inductor-cache for every later compile of the same network). The demo that does it is
+# the lesson's batch job (jobs/cpp_demo.py), so it also shows that C++ and Python agree here;
+# its package is the checks' own model (seed 0), which they then reuse. What the lesson has the
+# learner build (the documentation's example, their own program) stays the lesson's. Where cmake
+# or a C++ compiler is missing it says so, and the lesson builds them when it can. Built again
+# when the C++ sources or the packages change, or when another PyTorch's lane reconfigured
+# build/cpp (its CMakeCache.txt is then newer).
+BUILD_DIR := $(or $(COURSE_BUILD_DIR),build)
+PROGRAMS_STAMP := $(BUILD_DIR)/.programs-built
+CPP_SOURCES := $(wildcard cpp/*.cpp cpp/*.h cpp/CMakeLists.txt cpp/cmake/*.cmake)
+
+programs: setup
+	@if command -v cmake >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory $(PROGRAMS_STAMP); \
+	else \
+		echo "lesson 07's C++ programs not built: no cmake or c++ here (install cmake and a C++20 compiler)"; \
+	fi
+
+$(PROGRAMS_STAMP): $(VENV)/.installed $(CPP_SOURCES) $(wildcard $(BUILD_DIR)/cpp/CMakeCache.txt)
+	$(BIN)/python -c 'from course_utils import cpp; print(cpp.build_programs())'
+	$(BIN)/python -m course_utils.jobs.cpp_demo --workdir $(BUILD_DIR)/cpp-demo
+	@touch $@
 
 lab: setup
 	@echo "Open http://127.0.0.1:$(PORT)/lab?token=$(TOKEN)  (Ctrl-C to stop)"
@@ -64,12 +91,12 @@ LONG_MARKERS := slurm or browser or slow
 # (pytest waits on the processes its tests start, nbval on a kernel's cells), so together they
 # take little more than the longer of the two. Builds they share take turns (cpp.build_project
 # locks its folder). Each one's output is printed whole when it ends (-O).
-test: setup lint
+test: setup programs lint
 	$(BIN)/course release --check
 	$(MAKE) --no-print-directory -j2 -Otarget test-short test-solutions
 
 # All of tests/ but the long suites.
-test-short: setup
+test-short: setup programs
 	$(PYTEST) tests -m "not ($(LONG_MARKERS))"
 
 # In two halves side by side, as `make test` runs its two: the tests that wait on a Slurm
@@ -104,12 +131,12 @@ LAB_LOCAL := COURSE_LAUNCHER=local
 JUDGE_PASS := -p course_utils.grading.judge.plugin --course-judge=pass
 JUDGE_NONE := -p course_utils.grading.judge.plugin --course-judge=none
 
-test-solutions: setup
+test-solutions: setup programs
 	$(LAB_LOCAL) $(PYTEST) --nbval $(NBVAL_OPTS) --nbval-sanitize-with $(SANITIZE) $(JUDGE_PASS) \
 		solutions
 
 # The student versions under nbval-lax (CI runs them on PyTorch 2.6: make test-torch-min).
-test-notebooks: setup
+test-notebooks: setup programs
 	$(LAB_LOCAL) $(PYTEST) --nbval-lax $(NBVAL_OPTS) $(JUDGE_NONE) notebooks
 
 # The lessons whose cells launch processes (torchrun, Lightning, forked ranks, jobs): the in-job

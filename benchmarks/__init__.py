@@ -8,4 +8,13 @@
 
 Every JSON file carries the device, PyTorch version and date it was measured with; ratios are
 computed from figures measured side by side in the same run.
+    __main__.py          `python -m benchmarks`: the four above, one after the other
+    common.py            what every benchmark shares: --device and --out, the device decision,
+                         the table, the file
+    train_throughput.py  the documentation's training script against the tuned recipe
+    h2d_bandwidth.py     host-to-device copies, pageable against pinned memory
+    matmul.py            fp32, TF32 and bf16 matrix multiplication against the device's peak
+    ddp_scaling.py       DistributedDataParallel with 1 and with 2 processes (torchrun)
+    lab_cluster.py       lesson 10's lab on a Slurm cluster, recorded: what the lesson shows
+                         where it runs without Slurm (course_utils/reference/lab_cluster.json)
 """

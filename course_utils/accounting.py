@@ -210,6 +210,7 @@ class JobRecord:
     submit_line: str  # the sbatch command line, arguments included
     comment: str  # what the job left in its comment (witness.to_job_record)
     runs: tuple[str, ...]  # the state of each run, oldest first (REQUEUED, ..., COMPLETED)
+    step_lines: tuple[str, ...]  # the command line of each step of the last run (srun ...)
     script: str | None  # None where Slurm stored none
     steps: tuple[Step, ...]
 
@@ -219,12 +220,12 @@ class JobRecord:
 
 
 def parse_owners(text: str) -> list[dict[str, str]]:
-    """The job lines (not steps) of `sacct --duplicates --format=<OWNER_FIELDS>`, in order, each
-    {field: value} (State's first word)."""
+    """The lines of `sacct --duplicates --format=<OWNER_FIELDS>`, in order, each {field: value}
+    (State's first word): each run's job line, then its steps' ("4217.0")."""
     rows = []
     for line in text.strip().splitlines():
         values = line.split("|", len(OWNER_FIELDS) - 1)
-        if len(values) == len(OWNER_FIELDS) and "." not in values[0]:
+        if len(values) == len(OWNER_FIELDS):
             row = dict(zip(OWNER_FIELDS, values))
             row["State"] = row["State"].split()[0] if row["State"] else ""
             rows.append(row)
@@ -250,11 +251,13 @@ def job_record(job_id: str, timeout: float = 30) -> JobRecord | None:
         return None
     cmd = ["sacct", "--parsable2", "--noheader", "--duplicates", "-j", str(job_id)]
     owners = processes.run([*cmd, f"--format={','.join(OWNER_FIELDS)}"], timeout=timeout)
-    runs = parse_owners(owners.stdout) if owners.ok else []
+    rows = parse_owners(owners.stdout) if owners.ok else []
+    runs = [row for row in rows if "." not in row["JobID"]]
     if not runs:
         return None
     stored = processes.run(["sacct", "--batch-script", "-j", str(job_id)], timeout=timeout)
     last = runs[-1]
+    steps_of_last = rows[rows.index(last) + 1 :]
     return JobRecord(
         job_id=last["JobID"],
         user=last["User"],
@@ -263,6 +266,7 @@ def job_record(job_id: str, timeout: float = 30) -> JobRecord | None:
         submit_line=last["SubmitLine"],
         comment=last["Comment"],
         runs=tuple(row["State"] for row in runs),
+        step_lines=tuple(row["SubmitLine"] for row in steps_of_last),
         script=parse_batch_script(stored.stdout) if stored.ok else None,
         steps=tuple(steps),
     )

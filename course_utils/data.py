@@ -17,8 +17,8 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from course_utils import hpc, synthetic
 
-# DESIGN.md names the stand-in with this module (`cifar10` falls back to it); it is defined once,
-# in course_utils.synthetic.
+# One of the course's published names (docs/conventions.md, "Layout"): `cifar10` falls back to the
+# stand-in, and code outside the repository imports it from here. It is defined once, in synthetic.
 from course_utils.synthetic import (
     CIFAR10_MEAN,
     CIFAR10_STD,

@@ -19,11 +19,13 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from course_utils import nvidia
+from course_utils import notebook_code, nvidia, paths
 from course_utils.device import plan_device
+from course_utils.files import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,33 @@ CPU_JOB = DdpJob(
     mem_gb_per_rank=2,
     minutes=10,
 )
+
+
+def job_script(header: str) -> str:
+    """`header` and the commands of slurm/ddp_srun.sh after its own header: exercise 05.3's job,
+    which runs `python -m course_utils.jobs.ddp_exercise` on every rank with the job's arguments."""
+    lines = paths.course_file("slurm/ddp_srun.sh").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
+    body = "\n".join(["# the commands of slurm/ddp_srun.sh", *lines[start:], ""])
+    return header.rstrip("\n") + "\n" + body
+
+
+def answer_module(train_ddp, folder: str | os.PathLike) -> Path:
+    """`train_ddp` (a function of a notebook cell) as a module the ranks load."""
+    return notebook_code.function_module(train_ddp, "train_ddp", Path(folder))
+
+
+def write_job(header: str, train_ddp, folder: str | os.PathLike, seed: int) -> str:
+    """Exercise 05.3's job written into `folder` (the script and the learner's train_ddp as a
+    module), for the learner to submit: the sbatch command line to run from where `folder` is
+    given relative to (the job's ranks start there)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "05.3-job.sh"
+    atomic_write_text(script, job_script(header))
+    answer = answer_module(train_ddp, folder)
+    program = f"-m course_utils.jobs.ddp_exercise --answer {answer} --seed {seed}"
+    return f"sbatch --parsable {script} {program}"
 
 
 @dataclass(frozen=True)

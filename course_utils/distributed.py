@@ -1,14 +1,13 @@
 """Distributed training: process groups, rank 0 and printing from ranks.
 
-Who this process is comes from `course_utils.ranks` (`DistEnv.from_environ`: torchrun's
-variables, else Slurm's, else rank 0 of 1); starting ranks on this node from
-`course_utils.launching` (`launch`: torchrun); reading what ranks printed from
-`course_utils.rank_logs` (`failure_cause`). DESIGN.md lists `DistEnv`, `expand_hostlist` and
-`launch` under this module, so exactly these three are importable here too; every other name
-is imported from the module that defines it. `init_process_group` joins the group with
-the device plan of `device.local_plan` and the backend that plan implies (`backend_for`), and
-records what it chose: `state()`, `is_main_process()` and `collective_device()` read that record.
-Taught in lesson 05.
+Who this process is comes from `course_utils.ranks` (`DistEnv.from_environ`: torchrun's variables,
+else Slurm's, else rank 0 of 1); starting ranks on this node from `course_utils.launching`
+(`launch`: torchrun); reading what ranks printed from `course_utils.rank_logs` (`failure_cause`).
+`DistEnv`, `expand_hostlist` and `launch` are the course's published names under this module
+(docs/conventions.md), so exactly these three are importable here too; every other name is imported
+from the module that defines it. `init_process_group` joins the group with the device plan of
+`device.local_plan` and the backend that plan implies (`backend_for`), and records what it chose:
+`state()`, `is_main_process()` and `collective_device()` read that record. Taught in lesson 05.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from course_utils.device import (
     this_task,
 )
 
-# DESIGN.md lists these under this module; each is defined once, where the docstring says.
+# The course's published names under this module; each is defined once, where the docstring says.
 from course_utils.launching import launch  # noqa: F401, E402
 from course_utils.ranks import (
     DistEnv,

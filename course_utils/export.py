@@ -7,8 +7,8 @@ cpp/aoti_run.cpp loads it with `AOTIModelPackageLoader`. The legacy route, Torch
 torch.export; it stays here because clusters still run models saved that way.
 
 The inductor cache and compiled packages are kept under build/, so a second run of the lesson is
-fast. Building and running the C++ programs is `course_utils.cpp`; its names are importable
-from here too (`export.build_programs`, `export.run_model`, ...), as the lesson uses them.
+fast. Building and running the C++ programs is `course_utils.cpp` (`cpp.build_programs`,
+`cpp.run_model`, ...).
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def _probe_load(path: Path) -> None:
         f"PyTorch {torch.__version__} {how} loading the AOTInductor package {path} in a test "
         f"process; this kernel was spared. The course is tested with PyTorch "
         f"{course_utils.TESTED_TORCH}, where the package loads. Run it with the C++ loader "
-        "(build_programs and run_model, below) or install the tested PyTorch."
+        "(cpp.build_programs and cpp.run_model) or install the tested PyTorch."
     )
 
 

@@ -137,10 +137,21 @@ def resident_bytes(roots) -> int:
     return sum(resident(path) for path in _files(roots))
 
 
+def cache_hidden(roots) -> bool:
+    """Whether this user cannot see which pages of these files are cached: since Linux 5.2
+    mincore reports every page of a file the caller may not write as cached (no side channel on
+    another user's files), so a course environment another user installed (a centre's, an
+    instructor's) always looks cached to a learner."""
+    first = next((path for path in _files(roots) if os.path.isfile(path)), None)
+    return first is not None and not os.access(first, os.W_OK)
+
+
 def evict(roots) -> dict:
     """Ask the kernel to drop the cached pages of every file under `roots`. Returns what was
     in memory before, what was dropped and what stayed (mapped by a running process), in bytes,
-    counted page by page. Nothing is dropped where the system has no posix_fadvise (macOS)."""
+    counted page by page; `evicted_bytes` is None where this user cannot see the cache
+    (`cache_hidden`: the cold import's reads from storage still tell). Nothing is dropped where
+    the system has no posix_fadvise (macOS)."""
     before = resident_bytes(roots)
     if hasattr(os, "posix_fadvise"):
         for path in _files(roots):
@@ -154,6 +165,8 @@ def evict(roots) -> dict:
                 os.close(fd)
     after = resident_bytes(roots)
     dropped = max(0, before - after)  # pages read meanwhile by another process are not ours
+    if cache_hidden(roots):
+        dropped = None
     return {"resident_before": before, "evicted_bytes": dropped, "resident_after": after}
 
 

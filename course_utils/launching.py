@@ -7,8 +7,8 @@
 
 All three speak one vocabulary: a rank is a `Task` (a module, its arguments, the environment it
 finds), rank 0 listens on a `free_port()` of 127.0.0.1, and what a launch returns says how it
-ended with `processes.exit_description`. A Slurm submission (lesson 10's `lab.cluster.submit`)
-builds the same tasks' variables from the job instead.
+ended with `processes.exit_description`. A Slurm submission (`batch.submit`) builds the same
+tasks' variables from the job instead.
 
 `launch` runs `python -m MODULE` under `torchrun --standalone` (or alone), through
 `processes.run` (a session of its own, a time limit, the whole tree ended), in the environment of
@@ -16,7 +16,7 @@ a local launch (`ranks.local_launch_environ`: a kernel inside a Slurm job does n
 variables on). torchrun writes each rank's stdout and stderr to a log folder of its own and tees
 them to the console with a `[default<rank>]:` prefix; the lines are shown and returned without
 the prefix, and each rank's own text is kept for the error (`rank_logs.failure_cause`). Taught in
-lesson 05; `course_utils.distributed` names it too, as DESIGN.md lists it there.
+lesson 05; `distributed.launch` names it too, one of the course's published names there.
 
 `run_programs` starts each rank from multiprocessing's fork server, which has imported torch once
 (lesson 10's local route): on a 2-core laptop a rank started with `python -m` spends about 3 s
@@ -325,7 +325,7 @@ def _rank_main(fn, rank, world_size, port, timeout, env, conn) -> None:
         dist.barrier()
         conn.send(("ok", result))
     except BaseException as e:  # reported to the parent, which raises
-        from course_utils import flight_recorder  # the record of a rank that failed
+        from course_utils.failing import flight_recorder  # the record of a rank that failed
 
         flight_recorder.dump_flight_record(rank)
         conn.send(("error", type(e).__name__, str(e)))

@@ -83,3 +83,10 @@ def parameter_hash(model: nn.Module) -> str:
         h.update(name.encode())
         h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def parameter_sum(model: nn.Module) -> float:
+    """One number for a model's parameters, in float64: what a job leaves in its record for a
+    check to compare with its own training of the same steps, within a tolerance (DDP replicas
+    and one process agree to about 1e-8 per parameter, not bit for bit). Lessons 05 and 09."""
+    return sum(float(p.detach().double().sum()) for p in model.parameters())

@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from course_utils.allocator import (
+from course_utils.async_gpu.allocator import (
     cublas_workspace_bytes,
     default_workspace_config,
     workspace_config_bytes,

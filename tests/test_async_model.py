@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from course_utils.async_model import (
+from course_utils.async_gpu.async_model import (
     SimulatedDevice,
     SimulatedTrainStep,
     log_lines,

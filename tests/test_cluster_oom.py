@@ -1,10 +1,11 @@
-"""course_utils.cluster_oom: the jobs as a learner types them, the kernel's lines of one job, and
-the recorded run the lesson shows where there is no Slurm job (tests/integration/
+"""course_utils.failing.cluster_oom: the jobs as a learner types them, the kernel's lines of one
+job, and the recorded run the lesson shows where there is no Slurm job (tests/integration/
 test_failures_oom_slurm.py submits the jobs to a real cluster)."""
 
 import re
 
-from course_utils import cluster_oom, job_memory, processes
+from course_utils import processes
+from course_utils.failing import cluster_oom, job_memory
 
 DMESG = """\
 [ 5631.966711] pt_data_worker invoked oom-killer: gfp_mask=0xcc0(GFP_KERNEL), order=0, oom_score_adj=0

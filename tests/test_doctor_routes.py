@@ -121,7 +121,7 @@ def test_lesson_05_probe(monkeypatch):
 
 
 def test_lesson_09_probe(monkeypatch):
-    from course_utils import flight_recorder
+    from course_utils.failing import flight_recorder
 
     found = {"torch.distributed.flight_recorder": None}
     monkeypatch.setattr(routes.importlib.util, "find_spec", lambda name: found.get(name))

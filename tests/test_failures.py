@@ -1,4 +1,4 @@
-"""course_utils.failures: reading torchrun logs, batch-script rules, the environment patch.
+"""course_utils.failing.failures: reading torchrun logs, batch-script rules, the environment patch.
 
 The logs are the course's recorded runs (real torchrun output with the truth the program
 wrote); provoking failures and forked ranks are in tests/integration/test_failures_runs.py."""
@@ -9,8 +9,9 @@ import os
 import pytest
 import torch
 
-from course_utils import environment, failures, launching
-from course_utils.failures import RECORDED_FAULTS, RECORDED_RUNS
+from course_utils import environment, launching
+from course_utils.failing import failures
+from course_utils.failing.failures import RECORDED_FAULTS, RECORDED_RUNS
 
 
 @pytest.fixture(scope="module")

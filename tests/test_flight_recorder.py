@@ -1,10 +1,11 @@
-"""course_utils.flight_recorder: reading records (dumping them needs ranks: tests/integration)."""
+"""course_utils.failing.flight_recorder: reading records (dumping them needs ranks:
+tests/integration)."""
 
 import pickle
 
 import pytest
 
-from course_utils import flight_recorder
+from course_utils.failing import flight_recorder
 
 
 def _entry(seq, op, sizes):

@@ -43,6 +43,17 @@ def test_evict_counts_pages_in_the_cache_not_file_sizes(tmp_path, monkeypatch):
     }
 
 
+def test_evict_says_it_cannot_tell_where_the_cache_is_hidden(tmp_path, monkeypatch):
+    """A course environment another user installed: mincore reports every page as cached (Linux
+    hides the page cache of files the caller may not write), so what was dropped is unknown."""
+    (tmp_path / "a.so").write_bytes(b"x" * 5000)
+    monkeypatch.setattr(import_cost, "resident", lambda path: 8192)  # all of it, always
+    monkeypatch.setattr(import_cost.os, "access", lambda path, mode: False)
+    assert import_cost.evict([tmp_path])["evicted_bytes"] is None
+    monkeypatch.setattr(import_cost.os, "access", lambda path, mode: True)
+    assert import_cost.evict([tmp_path])["evicted_bytes"] == 0
+
+
 def test_sample_states_and_summary(fake_commands, monkeypatch):
     fake_commands({PYTHON: "2.0 0 7\n"})
     dropped = {"resident_before": 150, "evicted_bytes": 123, "resident_after": 27}

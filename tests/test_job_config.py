@@ -69,7 +69,7 @@ def test_a_shared_option_is_named_and_typed_as_shared_does():
 def test_every_shared_option_is_documented_and_shared():
     """Shared holds options that two or more programs take, each with its help."""
     programs = [p.read_text() for p in (PACKAGE_DIR / "jobs").glob("*.py")]
-    programs.append((PACKAGE_DIR / "resumable.py").read_text())
+    programs.append((PACKAGE_DIR / "fault_tolerance" / "resumable.py").read_text())
     for f in dataclasses.fields(job_config.Shared):
         assert f.metadata["help"], f.name
         users = sum(f'shared("{f.name}"' in text for text in programs)

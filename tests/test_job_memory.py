@@ -1,5 +1,5 @@
-"""course_utils.job_memory: a job's memory limit, what a process tree holds, what Slurm and the
-kernel write when they kill a step. No process is started here (tests/integration/
+"""course_utils.failing.job_memory: a job's memory limit, what a process tree holds, what Slurm and
+the kernel write when they kill a step. No process is started here (tests/integration/
 test_failures_memory_runs.py runs loaders with workers)."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from course_utils import job_memory
+from course_utils.failing import job_memory
 
 # What the course's test cluster printed (docs/test-cluster.md), and the kernel's log of that job.
 SLURM_OOM = """\

@@ -1,5 +1,6 @@
 """The package's layout holds: lesson helpers (flat, or a closed family's package: doctor/,
-lab/), programs (jobs/), grading (grading/) and the course's other tooling (tooling/) apart.
+lab/, failing/), programs (jobs/), grading (grading/) and the course's other tooling (tooling/)
+apart.
 
 Library code never imports a program, grading or the tooling; programs import neither; nothing
 imports the command line. Inside the tooling, the runner (grading/runner/: a notebook run within
@@ -26,14 +27,14 @@ def _imports(path) -> set[str]:
     return {name for name in found if name.startswith("course_utils")}
 
 
-# A closed family of helpers that one lesson and its programs use alone gets a package of its own
-# (docs/conventions.md); its modules are lesson helpers all the same.
-FAMILIES = ("doctor", "lab")
+# Every other package is a closed family of helpers that one lesson uses alone (docs/conventions.md,
+# held by tests/test_families.py): its modules are lesson helpers all the same.
+NOT_HELPERS = ("jobs", "grading", "tooling")
 
 
 def _kind(path) -> str:
     parts = path.relative_to(PACKAGE_DIR).parts
-    return parts[0] if len(parts) > 1 and parts[0] not in FAMILIES else "helpers"
+    return parts[0] if len(parts) > 1 and parts[0] in NOT_HELPERS else "helpers"
 
 
 MODULES = sorted(PACKAGE_DIR.rglob("*.py"))
@@ -245,8 +246,8 @@ def test_every_helper_names_the_lesson_that_teaches_it():
     assert named == [], f"{named} name their lesson now: take them off LESSON_NOT_NAMED"
 
 
-# What DESIGN.md lists under a module that does not define it: importable there too, each still
-# defined once. Every other name is imported from the module that defines it.
+# The course's published names under a module that does not define them (docs/conventions.md):
+# importable there too, each still defined once. Every other name is imported from its module.
 SECOND_NAMES = {
     "distributed.py": {"DistEnv", "expand_hostlist", "launch"},
     "data.py": {"SyntheticCIFAR10"},

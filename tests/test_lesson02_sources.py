@@ -1,4 +1,4 @@
-"""Lesson 02 held to its sources (issue 32): the cluster documentation's eight general steps of
+"""Lesson 02 held to its sources: the cluster documentation's eight general steps of
 a PyTorch script, numbered as the documentation numbers them; its "6%" quoted without a claim
 of how it was measured, which the page does not say; and the line that the sliders need the
 widget extension in a hub's server environment."""

@@ -1,5 +1,5 @@
 """What lessons 07 and 08 say about their timings, held against the figures their stored outputs
-print (issue 32): a verdict ("no difference measured", "kept", "faster") agrees with the rates
+print: a verdict ("no difference measured", "kept", "faster") agrees with the rates
 and spreads beside it, and the lists that summarize the tuning agree with its table."""
 
 import re

@@ -1,10 +1,11 @@
-"""course_utils.memory: the three steps give the big batch's gradients; snapshot summaries.
+"""course_utils.failing.memory: the three steps give the big batch's gradients; snapshot summaries.
 
 Peak memory is measured in its own processes: tests/integration/test_failures_runs.py."""
 
 from pathlib import Path
 
-from course_utils import memory, processes
+from course_utils import processes
+from course_utils.failing import memory
 
 SMALL = memory.StepShape(batch=64, width=8, depth=3, micro_batches=4, segments=2)
 

@@ -1,4 +1,4 @@
-"""course_utils.preemption: the signal flag and the Slurm requeue call."""
+"""course_utils.fault_tolerance.preemption: the signal flag and the Slurm requeue call."""
 
 import os
 import signal
@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from course_utils import processes
-from course_utils.preemption import PreemptionFlag, requeue_job
+from course_utils.fault_tolerance.preemption import PreemptionFlag, requeue_job
 
 
 def test_flag_catches_usr1_and_term_and_restores_handlers():

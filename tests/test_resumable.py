@@ -1,9 +1,10 @@
-"""course_utils.resumable: the resumable sampler and the checks of a resumed run's settings."""
+"""course_utils.fault_tolerance.resumable: the resumable sampler and the checks of a resumed run's
+settings."""
 
 import pytest
 import torch
 
-from course_utils.resumable import Config, ResumableSampler, train
+from course_utils.fault_tolerance.resumable import Config, ResumableSampler, train
 
 
 def test_sampler_is_a_seeded_permutation_that_starts_mid_epoch():

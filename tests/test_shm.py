@@ -1,11 +1,12 @@
-"""course_utils.shm: the shared memory a DataLoader needs, the route to a small /dev/shm, and the
-recorded runs the lesson shows (tests/integration/test_failures_memory_runs.py provokes it)."""
+"""course_utils.failing.shm: the shared memory a DataLoader needs, the route to a small /dev/shm,
+and the recorded runs the lesson shows (tests/integration/test_failures_memory_runs.py provokes
+it)."""
 
 import re
 
 import pytest
 
-from course_utils import shm
+from course_utils.failing import shm
 
 
 def test_loader_shm_bytes_counts_the_batches_on_order_and_the_one_in_use():

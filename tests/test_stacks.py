@@ -1,6 +1,6 @@
-"""course_utils.stacks: reading py-spy dumps (taking them is in tests/integration)."""
+"""course_utils.failing.stacks: reading py-spy dumps (taking them is in tests/integration)."""
 
-from course_utils import stacks
+from course_utils.failing import stacks
 
 DUMP = """Process 16896: /venv/bin/python -u -m course_utils.jobs.faulty_ddp --fault hang
 Python v3.11.7 (/usr/bin/python3.11)

@@ -2,7 +2,7 @@
 
 import torch
 
-from course_utils.stream_model import StreamRecorder, stream_hazards
+from course_utils.async_gpu.stream_model import StreamRecorder, stream_hazards
 
 
 def test_recorder_logs_what_each_stream_made_and_read():

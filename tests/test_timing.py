@@ -101,7 +101,7 @@ def test_cpu_load_says_whether_other_work_competes():
 
 
 def _simulated_loop(host=0.004, per_image=0.00025, first=0.5):
-    from course_utils.async_model import SimulatedDevice, SimulatedTrainStep
+    from course_utils.async_gpu.async_model import SimulatedDevice, SimulatedTrainStep
 
     device = SimulatedDevice(launch_overhead=0.0)
     return device, SimulatedTrainStep(device, host, per_image, first)

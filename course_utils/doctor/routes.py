@@ -92,7 +92,7 @@ def fsdp2_on_cpu() -> str | None:
 
 def flight_recorder() -> str | None:
     """Lesson 09: gloo's flight record and PyTorch's analyser of it."""
-    from course_utils import flight_recorder as fr
+    from course_utils.failing import flight_recorder as fr
 
     missing = []
     if not fr.gloo_dump_available():

@@ -4,8 +4,8 @@ Lessons use only `check` and `summary` (`from course_utils.grading import check,
 checkers register with `exercise`, and their held-out cases (run only by `course grade`) with
 `held_out`. The rest serves the `course` command:
     exercises.py     the registry, `check`, `summary`, verdict lines
-    catalog.py       the exercises as the checker modules declare them, read without importing
-    notebooks.py     a cell's course metadata, and the release of a solution notebook
+    catalog.py       what each exercise declares, read from the checkers without importing them
+    notebooks.py     the cell-metadata contract, and the release of a solution notebook
     judge/           the judge: the process that decides the verdicts of one graded notebook,
                      its doors, and the kernel's end of a check (judge/__init__.py)
     probes/          what a check runs in the learner's process, one module per lesson
@@ -18,8 +18,9 @@ checkers register with `exercise`, and their held-out cases (run only by `course
                      pipeline, the gradebook, `course grade` and `course check` (it imports the
                      runner, never the reverse)
     sanitize.cfg     nbval's rules for outputs that differ between runs and machines
-Releasing and authoring the lessons, and `make test-gpu`, are course tooling: course_utils/tooling/.
-Library code never imports this package, except lessons' `check`/`summary`.
+Authoring the lessons, writing notebooks/ (`course release`), `make test-gpu` and the site are
+course tooling (course_utils/tooling/), which imports grading, never the reverse. Library code
+never imports this package, except lessons' `check`/`summary`.
 """
 
 from __future__ import annotations

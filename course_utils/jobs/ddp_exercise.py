@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     checksum = models.parameter_hash(trained)
     distributed.print_line(f"rank {rank}/{world} on {node_name()}: parameter checksum {checksum}")
     if rank == 0:  # in a Slurm job, sacct keeps the result (lesson 05 grades the learner's job)
-        witness.to_job_record(f"seed {args.seed} checksum {checksum}")
+        witness.to_job_record(f"seed {args.seed} sum {models.parameter_sum(trained):.8f}")
     if rank == 0 and args.save:
         atomic_torch_save(trained.state_dict(), args.save)
     if joined:

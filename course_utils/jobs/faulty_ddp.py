@@ -31,9 +31,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from course_utils import distributed, failures, flight_recorder, witness
+from course_utils import distributed, witness
+from course_utils.failing import failures, flight_recorder
 from course_utils.files import atomic_write_text
 from course_utils.job_config import option, parse, parser, shared
+from course_utils.models import parameter_sum
 
 FAULTS = tuple(failures.CAUSES)
 
@@ -138,7 +140,7 @@ def main(argv=None) -> int:
     except Exception:
         flight_recorder.dump_flight_record(env.rank)
         raise
-    total = failures.parameter_sum(model)
+    total = parameter_sum(model)
     distributed.print_line(
         f"rank {env.rank}: finished, seed {args.seed}, parameter sum {total:.6f}"
     )

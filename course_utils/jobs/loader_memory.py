@@ -6,10 +6,11 @@
 
 Writes --mib MiB of images to --data (unless the file is there), then reads --batches batches
 with --workers DataLoader workers. Every worker opens the file on its first item
-(course_utils.job_memory.ImageFile): `--open copy` reads it into the worker's own memory (a copy
-per worker), `--open mmap` maps it (the page cache's pages, shared by every worker). Each process
-says who it is as it opens the file; then the main process prints what it and its workers hold
-(each shared page once), the limit the job's cgroup enforces, and a checksum of what it read.
+(course_utils.failing.job_memory.ImageFile): `--open copy` reads it into the worker's own memory
+(a copy per worker), `--open mmap` maps it (the page cache's pages, shared by every worker).
+Each process says who it is as it opens the file; then the main process prints what it and its
+workers hold (each shared page once), the limit the job's cgroup enforces, and a checksum of what
+it read.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from pathlib import Path
 
 from torch.utils.data import DataLoader
 
-from course_utils import job_memory
 from course_utils.distributed import print_line as say  # one write per line: workers share stdout
+from course_utils.failing import job_memory
+from course_utils.failing.job_memory import MiB
 from course_utils.job_config import option, parse, shared
-from course_utils.job_memory import MiB
 
 
 @dataclass(kw_only=True)

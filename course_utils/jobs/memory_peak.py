@@ -2,7 +2,7 @@
 
     python -m course_utils.jobs.memory_peak --batch 2048 --out result.json
 
-After a warm-up on a tiny batch, for each step of course_utils.memory.STEPS (big batch,
+After a warm-up on a tiny batch, for each step of course_utils.failing.memory.STEPS (big batch,
 gradient accumulation, activation checkpointing) this process forks a child, so every child
 starts from the same memory. The child resets its peak-RSS mark (/proc/self/clear_refs),
 builds the model and batch, notes its resident memory, runs the step, and reports its peak
@@ -20,7 +20,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from course_utils import memory
+from course_utils.failing import memory
 from course_utils.files import atomic_write_text
 
 

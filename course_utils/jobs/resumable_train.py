@@ -4,7 +4,8 @@
 
 Run it again with the same arguments after any interruption (kill -9, scancel, a requeue) and it
 continues from the newest usable checkpoint in --ckpt-dir, bitwise exactly on the CPU (see
-course_utils/resumable.py). SIGUSR1 or SIGTERM make it save, requeue the job under Slurm and exit.
+course_utils/fault_tolerance/resumable.py). SIGUSR1 or SIGTERM make it save, requeue the job
+under Slurm and exit.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from course_utils.fault_tolerance.resumable import Config, train
 from course_utils.job_config import parse
-from course_utils.resumable import Config, train
 
 
 def parse_args(argv=None) -> Config:

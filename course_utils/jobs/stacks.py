@@ -19,8 +19,8 @@ import sys
 
 import psutil
 
-from course_utils import stacks
 from course_utils.distributed import print_line
+from course_utils.failing import stacks
 
 
 def job_ranks(job_id: str, node: str) -> dict[int, psutil.Process]:

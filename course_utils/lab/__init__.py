@@ -3,7 +3,6 @@
     cluster.py        where the lab's steps run (Slurm, or local ranks) and running them: the
                       staging step and the study (four shapes, the sweep) with the learner's
                       function and script
-    yours.py          the learner's own code taken to the ranks: a function as a module, digests
     scripts.py        the batch scripts: what their srun line starts, what a learner's lacks
     small_files.py    the lab's data set on disk: many small image files, and one archive
     staging.py        staging onto node-local disk once per node; the readings it times

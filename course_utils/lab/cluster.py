@@ -24,11 +24,11 @@ import functools
 import os
 from pathlib import Path
 
-from course_utils import batch
+from course_utils import batch, notebook_code
 from course_utils.batch import Job, Launcher, Shape
 from course_utils.device import ENV as DEVICE_VARIABLE
 from course_utils.files import atomic_write_text
-from course_utils.lab import scripts, yours
+from course_utils.lab import scripts
 from course_utils.lab.scripts import srun_program
 from course_utils.paths import REPO_ROOT
 
@@ -39,7 +39,8 @@ SCRIPTS = {name: REPO_ROOT / "slurm" / f"lab_{name}.sh" for name in ("scaling", 
 SHAPES = (Shape(1, 1), Shape(1, 2), Shape(1, 4), Shape(2, 2))
 STEPS, SWEEP_STEPS = 8, 40  # timed steps of a scaling run and of a sweep task
 LRS = (0.02, 0.1, 0.3)  # the sweep's learning rates
-digest = yours.digest  # the digest of a batch script's text: records carry it, checks compare it
+# the digest of a batch script's text: records carry it, checks compare it
+digest = notebook_code.digest
 
 
 def job_name(name: str, script: str) -> str:
@@ -249,10 +250,12 @@ def stage_and_measure(
     args = ["--data", str(Path(data).resolve()), "--out", str(Path(out).resolve())]
     logs = logs or Path(out) / "logs"
     if stage_dataset is not None:
-        if yours.is_stub(stage_dataset):
+        if notebook_code.is_stub(stage_dataset):
             return None
-        module = yours.function_module(stage_dataset, "stage_dataset", Path(out).parent / "yours")
-        args += ["--answer", str(module.resolve()), "--digest", digest(yours.source(stage_dataset))]
+        folder = Path(out).parent / "yours"
+        module = notebook_code.function_module(stage_dataset, "stage_dataset", folder)
+        answer = digest(notebook_code.source(stage_dataset))
+        args += ["--answer", str(module.resolve()), "--digest", answer]
     if launcher.kind == "slurm":
         task = functools.partial(_submit, "staging", SCRIPTS["staging"], args, Shape(2, 2), logs)
     else:

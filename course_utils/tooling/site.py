@@ -2,8 +2,9 @@
 
     python -m course_utils.tooling.site [--out site/_build/src] [--mathjax DIR]
 
-writes what `sphinx-build -c site` renders with myst-nb, which executes nothing (DESIGN.md "The
-site"); README.md is read here, at build time, never copied by hand:
+writes what `sphinx-build -c site` renders with myst-nb, which executes nothing: the site shows
+the outputs stored in solutions/, which CI verified. README.md is read here, at build time, never
+copied by hand:
     index.md         README's title and opening, its "## Lessons" table (every column it has,
                      each lesson linked), where the course runs, its "## Two commands"
     lessons/*.ipynb  each lesson as a learner gets it (`release_notebook`: exercise cells are

@@ -64,6 +64,21 @@ def test_a_requeued_job_shows_each_run():
     assert [row["State"] for row in accounting.parse_owners(text)] == ["REQUEUED", "COMPLETED"]
 
 
+def test_a_record_keeps_the_command_line_of_each_step_of_the_last_run(fake_commands, monkeypatch):
+    monkeypatch.setattr(accounting, "SETTLE_WAIT", 0)
+    owners = (
+        "9|a|course|2026-11-29T08:00:00|REQUEUED||sbatch ck.sh --seed 3\n"
+        "9.0|||2026-11-29T08:00:00|CANCELLED||srun python -m x --threads 2 --seed 3\n"
+        "9|a|course|2026-11-29T08:00:00|COMPLETED|course:hash h step 8|sbatch ck.sh --seed 3\n"
+        "9.batch||course|2026-11-29T08:00:00|COMPLETED||\n"
+        "9.0|||2026-11-29T08:00:00|COMPLETED||srun python -m x --threads 4 --seed 3\n"
+    )
+    fake_commands({"sacct --duplicates": owners, "sacct --batch-script": "", "sacct -j": STEPS})
+    record = accounting.job_record("9")
+    assert record.runs == ("REQUEUED", "COMPLETED")
+    assert record.step_lines == ("", "srun python -m x --threads 4 --seed 3")
+
+
 def test_the_learners_own_job_in_the_course_counts(sacct):
     slurm_record.set_course(slurm_record.Course("learner1", "course", since="2026-11-01T00:00:00"))
     assert slurm_record.learner_job("4217", "00.1").job_id == "4217"

@@ -31,8 +31,8 @@ BROWSER_HOME = Path(
 )
 CENTRE = BROWSER_HOME / "centre"
 PROXY = BROWSER_HOME / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
-# As measured on Debian 12 (see FACTS.md "Browsers"): without the networking switches Chromium keeps
-# trying Google's hosts, which this closed network refuses.
+# As measured with Debian 12's chromium: without the networking switches Chromium keeps trying
+# Google's hosts, which this closed network refuses.
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

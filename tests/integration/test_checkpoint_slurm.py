@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from slurm_utils import REPO, submit, wait_for_text
 
-from course_utils.resumable import Config, train
+from course_utils.fault_tolerance.resumable import Config, train
 
 SCRIPT = "slurm/checkpoint_requeue.sh"
 # 0.25 s per step leaves time to signal the job mid-run; the script passes --threads 2.

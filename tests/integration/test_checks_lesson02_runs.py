@@ -33,7 +33,7 @@ def test_loader_rates_measured_with_workers_pass():
 
 @pytest.mark.filterwarnings("ignore:This DataLoader will create 4 worker processes:UserWarning")
 def test_loader_rates_on_an_allocation_of_four_pass_and_its_end_points_fail():
-    """Issue 32: on 4 CPUs the counts are 0, 1, 2 and 4; the end points alone are not enough."""
+    """On 4 CPUs the counts are 0, 1, 2 and 4; the end points alone are not enough."""
     done = run_check("02.3", loader_rates, cpus=4)
     assert done.passed, done.message
 

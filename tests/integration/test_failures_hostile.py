@@ -1,8 +1,9 @@
 """Forged runs of lesson 09's run exercises, graded in the sandbox: none may earn a point
 without a flag.
 
-Issue 30's classes of forged evidence, on 09.2 (the learner's step run on real ranks), 09.3
-(their repaired batch script run as a job) and 09.5 (their loader measured):
+The classes of forged evidence a learner who has read the judge can produce, on 09.2 (the learner's
+step run on real ranks), 09.3 (their repaired batch script run as a job) and 09.5 (their loader
+measured):
 - a typed-in result: what the run would return, computed in the kernel with no run at all
   (the mean of the losses, a hand-made `batch.Job` whose output holds the expected lines, the
   memory figures with the file's checksum read by NumPy);

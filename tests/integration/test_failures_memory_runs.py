@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from course_utils import failures, job_memory, processes, shm
+from course_utils import processes
+from course_utils.failing import failures, job_memory, shm
 from course_utils.grading import NOT_ATTEMPTED, run_check
 from course_utils.grading.checks import lesson09
 from course_utils.grading.notebooks import course_meta

@@ -1,7 +1,7 @@
 """Lesson 09's out-of-memory job on a real Slurm cluster (`.ci/slurm-cluster.sh start`, which
 enforces --mem: ConstrainRAMSpace=yes): DataLoader workers that each copy 256 MiB of images are
-killed in a job allowed 1 GiB, Slurm says so, and each fix fits (course_utils.cluster_oom, the
-same runs `cluster_oom.record` keeps for the lesson)."""
+killed in a job allowed 1 GiB, Slurm says so, and each fix fits (course_utils.failing.cluster_oom,
+the same runs `cluster_oom.record` keeps for the lesson)."""
 
 import re
 import subprocess
@@ -10,7 +10,7 @@ import sys
 import pytest
 from slurm_utils import REPO
 
-from course_utils import cluster_oom
+from course_utils.failing import cluster_oom
 
 MEASURED = r"held by the main process and its workers, each shared page once: (\d+) MiB"
 LIMIT = r"memory limit of this job step \(its cgroup\): (\d+) MiB"
@@ -74,7 +74,7 @@ def test_the_lesson_runs_the_steps_itself_inside_a_job(tmp_path):
     """A kernel inside a job (a centre's hub): cluster_oom.for_lesson runs the srun cases as
     steps of that job, each with its own --mem."""
     program = (
-        "from course_utils import cluster_oom; "
+        "from course_utils.failing import cluster_oom; "
         f"found = cluster_oom.for_lesson({str(tmp_path)!r}); print(found.source); "
         "[print(name, run.exit_code, run.report().oom_killed) for name, run in found.runs.items()]"
     )

@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from course_utils import batch, failures, flight_recorder, launching, memory, sbatch, stacks
+from course_utils import batch, launching, sbatch
+from course_utils.failing import failures, flight_recorder, memory, stacks
 from course_utils.grading import NOT_ATTEMPTED, run_check
 from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT

@@ -12,7 +12,8 @@ import nbformat
 import pytest
 from slurm_utils import REPO, cancel, submit, submit_detached, wait_for_text
 
-from course_utils import batch, failures, sbatch, stacks
+from course_utils import batch, sbatch
+from course_utils.failing import failures, stacks
 from course_utils.grading import run_check
 from course_utils.grading.notebooks import course_meta
 

@@ -17,7 +17,7 @@ import pytest
 
 from course_utils import launching, processes
 from course_utils.checkpoint import checkpoint_path, latest_checkpoint, list_checkpoints
-from course_utils.resumable import EX_TEMPFAIL, Config, train
+from course_utils.fault_tolerance.resumable import EX_TEMPFAIL, Config, train
 
 # 5 epochs of 8 steps (256 samples, batch 32); a save every 3 steps, so kills land between saves.
 ARGS = ["--epochs", "5", "--max-steps", "40", "--save-every", "3", "--keep-last", "2"]
@@ -58,7 +58,9 @@ class Program:
         self.log = folder.parent / f"{folder.name}-{time.monotonic_ns()}.log"
         args = ("--ckpt-dir", str(folder), *ARGS, *extra)
         task = launching.Task("course_utils.jobs.resumable_train", args, child_env())
-        self.process = launching.start_program(task, self.log, preload=("course_utils.resumable",))
+        self.process = launching.start_program(
+            task, self.log, preload=("course_utils.fault_tolerance.resumable",)
+        )
 
     def output(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
@@ -115,7 +117,7 @@ def test_killed_during_save_previous_checkpoint_stays_valid_and_is_used(tmp_path
     # The child dies halfway through writing its second checkpoint (step 6).
     script = textwrap.dedent(f"""
         import io, os, signal, torch
-        from course_utils.resumable import Config, train
+        from course_utils.fault_tolerance.resumable import Config, train
         real_save, calls = torch.save, []
         def half_then_die(obj, f):
             calls.append(1)

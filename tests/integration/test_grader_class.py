@@ -5,7 +5,8 @@ root), locally and as a job array.
 The cluster (.ci/slurm-cluster.sh) hides each user's jobs from the others (PrivateData=jobs),
 keeps every batch script and comment, and has the Unix users learner1, learner2 and instructor
 and the account `course`. learner1 submits the doctor job of 00.1 and the repaired script of 09.3
-the way the lessons say (`sbatch --parsable`), and names them in their notebooks; learner2 names
+the way the lessons say (`sbatch --parsable`), with 05.3's DDP job on 2 nodes and 06.4's job,
+requeued by the signal learner1 sends it, and names them in their notebooks; learner2 names
 learner1's doctor job, and for 09.3 a job of theirs that ran another script. Three more
 submissions, graded as learner2 (--logins), name a doctor job submitted before the course's
 window, one that failed, and one that asked for too few CPUs. Each earns 0 with the reason; the
@@ -133,6 +134,40 @@ def wait_for(*jobs: str, timeout: float = 300) -> None:
     pytest.fail(f"jobs {jobs} still queued or running after {timeout:g} s")
 
 
+def ddp_job(home: Path) -> str:
+    """05.3's CPU_JOB as the lesson writes it for learner1 (ddp_jobs.write_job): the header, the
+    commands of slurm/ddp_srun.sh, the solution's train_ddp as the module the ranks load."""
+    from lesson05_answers import ddp_header
+
+    from course_utils import ddp_jobs
+
+    nb = nbformat.read(REPO_ROOT / "solutions" / "05_distributed_data_parallel.ipynb", 4)
+    cell = next(c for c in nb.cells if "def train_ddp" in c.source)
+    answer = home / "learner1" / "train_ddp_yours.py"
+    answer.write_text(
+        "import torch\nfrom torch.utils.data import DistributedSampler\n" + cell.source
+    )
+    script = ddp_jobs.job_script(ddp_header(ddp_jobs.CPU_JOB.as_dict()))
+    program = ["-m", "course_utils.jobs.ddp_exercise", "--answer", answer, "--seed", 9]
+    return submit("learner1", home, "ddp", script, *program)
+
+
+def preempted_job(home: Path) -> str:
+    """06.4's job: slurm/checkpoint_requeue.sh, sent USR1 by learner1 once it trains."""
+    job = submit(
+        "learner1", home, "ckpt", (REPO_ROOT / "slurm" / "checkpoint_requeue.sh").read_text(),
+        "--seed", 11, "--max-steps", 16, "--epochs", 3, "--save-every", 3, "--step-delay", 0.3,
+    )  # fmt: skip
+    out = home / "learner1" / f"ckpt-{job}.out"
+    deadline = time.monotonic() + 120
+    while "step 4 " not in (out.read_text() if out.exists() else ""):
+        assert time.monotonic() < deadline, f"job {job} never reached step 4"
+        time.sleep(0.5)
+    done = _as("learner1", "scancel", "--signal=USR1", "--batch", job)
+    assert done.returncode == 0, done.stderr
+    return job
+
+
 def _submission(lesson: str, names: str, ids: list[str]) -> nbformat.NotebookNode:
     nb = nbformat.read(next((REPO_ROOT / "solutions").glob(f"{lesson}_*.ipynb")), as_version=4)
     cell = next(c for c in nb.cells if f"{names} = []" in c.source)
@@ -156,6 +191,8 @@ def the_class(home):
             "learner2", home, "failed", DOCTOR.format(cpus=7, venv=venv, fail="\nexit 3")
         ),
         "narrow": submit("learner2", home, "narrow", DOCTOR.format(cpus=1, venv=venv, fail="")),
+        "ddp": ddp_job(home),
+        "preempted": preempted_job(home),
     }
     wait_for(*jobs.values())
     subs = home / "submissions"
@@ -163,6 +200,8 @@ def the_class(home):
     written = {
         "learner1__00": _submission("00", "DOCTOR_JOBS", [jobs["doctor"]]),
         "learner1__09": _submission("09", "REPAIRED_JOBS", [jobs["repaired"]]),
+        "learner1__05": _submission("05", "DDP_JOBS", [jobs["ddp"]]),
+        "learner1__06": _submission("06", "PREEMPTED_JOBS", [jobs["preempted"]]),
         "learner2__00": _submission("00", "DOCTOR_JOBS", [jobs["doctor"]]),  # learner1's
         "learner2__09": _submission("09", "REPAIRED_JOBS", [jobs["other"]]),
         "early__00": _submission("00", "DOCTOR_JOBS", [early]),
@@ -203,6 +242,13 @@ def graded(home, the_class):
 def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, the_class):
     doctor, repaired = graded["learner1", "00"], graded["learner1", "09"]
     assert doctor["00.1"] == "1" and repaired["09.3"] == "1"
+    ddp, preempted = graded["learner1", "05"], graded["learner1", "06"]
+    assert ddp["05.3"] == preempted["06.4"] == "1"
+    assert f"05.3: sacct {the_class['ddp']}: 2 nodes x 4 tasks" in ddp["evidence"]
+    assert f"06.4: sacct {the_class['preempted']}: " in preempted["evidence"]
+    assert ", 2 runs, script stored, its result reproduced" in preempted["evidence"]
+    for row in (doctor, repaired, ddp, preempted):
+        assert row["total"] == row["max"], row
     assert (
         f"00.1: sacct {the_class['doctor']}: 1 node x 1 task, 7 CPUs, 1 GPU, COMPLETED, "
         in (doctor["evidence"])

@@ -1,4 +1,4 @@
-"""Lesson 06 graded in the sandbox against submissions that forge the evidence (issue 30): a run's
+"""Lesson 06 graded in the sandbox against submissions that forge the evidence: a run's
 history typed in by hand, with settings that make a reference trivial, and a pass line printed;
 a training run in the kernel, stopped by a real SIGUSR1, its "stopped" record written through
 the package's own writer; a rename that moves nothing but is the rename a check could look for
@@ -37,7 +37,7 @@ def preempt_and_resume(ckpt_dir, seed, steps):
 KERNEL = {  # the run in the kernel, a real signal, the stop recorded by the package's writer
     "06.4": """
 def preempt_and_resume(ckpt_dir, seed, steps):
-    from course_utils import resumable
+    from course_utils.fault_tolerance import resumable
     config = resumable.Config(ckpt_dir=str(ckpt_dir), seed=seed, max_steps=steps, epochs=3,
                               save_every=3)
     resumable.train(config, stop_after=6, log=lambda msg: None)

@@ -1,15 +1,15 @@
 """Submissions by a learner who knows some Python and solves nothing, graded in the sandbox.
 
-Each exercise cell keeps its released stub (so nothing is solved) and adds one attack on the
-grade, from the classes issue 30 measured: reaching `check`, the registry or a checker through
-names built at run time (importlib on joined strings, sys.modules, gc, a function's
+Each exercise cell keeps its released stub (so nothing is solved) and adds one attack on the grade,
+from the classes of attack a learner's kernel can make: reaching `check`, the registry or a checker
+through names built at run time (importlib on joined strings, sys.modules, gc, a function's
 `__globals__`, `sys._getframe`, a module-level `__getattr__`, `object.__setattr__` on frozen
-dataclasses); replacing what prints the verdict; IPython's hooks and input transformers;
-a forged line in the run's cell record; all of it again from a base64 string through `exec`;
-and objects that lie about equality (a tensor subclass, an ndarray subclass, a float subclass,
-a hand-made measurement), or answers that call the course's own implementation. The judge
-decides outside the learner's process, so none may earn a point without a flag. One
-`course grade -j 2` run grades lessons 01 and 04 (module-scoped fixture).
+dataclasses); replacing what prints the verdict; IPython's hooks and input transformers; a forged
+line in the run's cell record; all of it again from a base64 string through `exec`; and objects that
+lie about equality (a tensor subclass, an ndarray subclass, a float subclass, a hand-made
+measurement), or answers that call the course's own implementation. The judge decides outside the
+learner's process, so none may earn a point without a flag. One `course grade -j 2` run grades
+lessons 01 and 04 (module-scoped fixture).
 """
 
 from __future__ import annotations

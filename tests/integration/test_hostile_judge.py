@@ -60,7 +60,8 @@ FORGED_STAGING = """
     import os, tempfile
     import course_utils.grading.judge.proxies as handler
     from course_utils.grading.judge import wire
-    from course_utils.lab import small_files, staging, yours
+    from course_utils import notebook_code
+    from course_utils.lab import small_files, staging
 
     _answer = handler.answer_request
     _source = "def stage_dataset(archive, environ):\\n    return '/tmp'\\n"
@@ -70,7 +71,7 @@ FORGED_STAGING = """
 
     def _step():  # the staging step's results, as four whole ranks would report them
         digest = small_files.content_digest()
-        return [{"answer": yours.digest(_source), "node": f"cn{r // 2 + 1}", "rank": r,
+        return [{"answer": notebook_code.digest(_source), "node": f"cn{r // 2 + 1}", "rank": r,
                  "copied": r % 2 == 0, "path": f"/tmp/cn{r // 2 + 1}", "digest": digest}
                 for r in range(4)]
 

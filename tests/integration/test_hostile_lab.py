@@ -1,6 +1,6 @@
-"""Hostile submissions of lesson 10, graded in the sandbox as `course grade` grades them: the
-forged evidence issue 30 names, for the lab's "run" exercises. None may earn a point without a
-flag (the solution's 4/4 is tests/integration/test_grader_lab.py's).
+"""Hostile submissions of lesson 10, graded in the sandbox as `course grade` grades them: the forged
+evidence a learner's kernel can produce, for the lab's "run" exercises. None may earn a point
+without a flag (the solution's 4/4 is tests/integration/test_grader_lab.py's).
 
 - printed lines: every exercise left a stub, the cells print what the runs and the checks would
   print ("record 2x2: ...", "[10.2] passed: ..."), and the script's ranks print the usage line
@@ -53,7 +53,8 @@ PRINTED = {
 TYPED = {
     "10.1": """
         import json, tempfile
-        from course_utils.lab import small_files, yours
+        from course_utils import notebook_code
+        from course_utils.lab import small_files
 
         def stage_dataset(archive, environ):
             return tempfile.mkdtemp()  # unpacks nothing
@@ -61,7 +62,8 @@ TYPED = {
         for rank in range(4):
             node = f"node{rank // 2}"
             result = {"rank": rank, "node": node, "path": f"/tmp/lab/{node}",
-                      "copied": rank % 2 == 0, "answer": yours.digest(yours.source(stage_dataset)),
+                      "copied": rank % 2 == 0,
+                      "answer": notebook_code.digest(notebook_code.source(stage_dataset)),
                       "digest": small_files.content_digest(), "seconds": 0.1,
                       "world_size": 4, "ranks_on_node": 2}
             (RUNS / "staging").mkdir(parents=True, exist_ok=True)

@@ -3,8 +3,12 @@
 import torch
 
 from course_utils.distributed import import_fully_shard
+from course_utils.fault_tolerance.sharded_checkpoint import (
+    load_unsharded,
+    save_sharded,
+    shard_layout,
+)
 from course_utils.models import TinyNet, parameter_hash
-from course_utils.sharded_checkpoint import load_unsharded, save_sharded, shard_layout
 
 
 def test_save_with_two_ranks_load_with_one(tmp_path, recwarn):

@@ -23,7 +23,7 @@ def test_truth_names_the_rank_and_the_cause(tmp_path):
 
 
 def test_an_impossible_batch_fails_with_the_allocators_message():
-    from course_utils.failures import IMPOSSIBLE_ROWS
+    from course_utils.failing.failures import IMPOSSIBLE_ROWS
 
     with pytest.raises(RuntimeError, match="can't allocate memory"):
         faulty_ddp.load_next_batch(1, rows=IMPOSSIBLE_ROWS)

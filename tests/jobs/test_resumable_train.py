@@ -21,7 +21,7 @@ def test_the_command_line_is_the_config():
     import dataclasses
 
     from course_utils import job_config
-    from course_utils.resumable import Config
+    from course_utils.fault_tolerance.resumable import Config
 
     assert isinstance(parse_args(["--ckpt-dir", "d"]), Config)
     text = job_config.parser(Config).format_help()

@@ -1,6 +1,23 @@
-"""The checkers, one module per lesson (lesson05.py <-> exercises 05.k), with their references
-(lessonNN_*.py beside a lesson's where they are long), and what several lessons' checkers share:
-    traces.py        Chrome traces as the judge reads them (03.4, 04.3)
-    slurm_record.py  a learner's job as evidence: Slurm's record, held to the course
-Never shown inside a graded run (judge/beside.py hides this folder): only the judge imports it.
+"""Checkers of the graded exercises, one module per lesson, with their references beside them.
+
+Importing a module registers its checkers with `course_utils.grading.exercise`; the grader reads
+their declarations without importing them (grading/catalog.py). Never shown inside a graded run.
+    lesson00.py             setup and environment
+    lesson00_script.py      00.1's rules for a batch script, as sbatch and bash read it
+    lesson01.py             tensors
+    lesson02.py             from CPU to GPU and CPU parallelism
+    lesson03.py             asynchronous execution, streams and memory
+    lesson03_references.py  the judge's own runs of what lesson 03's answers ran
+    lesson04.py             TF32 and mixed precision
+    lesson05.py             distributed data parallel
+    lesson06.py             checkpointing and fault tolerance
+    lesson06_resume.py      06.4: survive a signal and resume exactly, the program run for real
+    lesson07.py             deploying to C++
+    lesson08.py             making training fast
+    lesson09.py             when jobs fail
+    lesson09_references.py  the judge's own runs and readings, and the course's recorded runs
+    lesson10.py             the cluster lab, graded on the learner's own runs
+    lesson10_cases.py       the cases lesson 10's checks bring beside the learner's runs
+    slurm_record.py         a learner's job as evidence: Slurm's record, held to the course
+    traces.py               Chrome traces as the judge reads them (03.4 and 04.3)
 """

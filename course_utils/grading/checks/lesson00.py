@@ -229,8 +229,9 @@ def verify_import_records(measured, python: str, measured_after: float = 0.0, ow
         states,
     )
     cold = samples[0]
+    hidden = "evicted_bytes" in cold and cold["evicted_bytes"] is None  # cache_hidden: reads tell
     expect(
-        cold.get("evicted_bytes", 0) > 0,
+        hidden or cold.get("evicted_bytes", 0) > 0,
         "the cold import after import_cost.evict(...) dropped cached pages of the package "
         "(Linux's posix_fadvise; on macOS nothing can be dropped)",
         f"{cold.get('evicted_bytes')!r} bytes dropped",

@@ -25,7 +25,8 @@ import math
 
 import torch
 
-from course_utils.async_model import timing_problems
+from course_utils.async_gpu.async_model import timing_problems
+from course_utils.async_gpu.stream_model import stream_hazards
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
@@ -48,7 +49,6 @@ from course_utils.grading.probes.lesson03 import (
     run_time_call,
 )
 from course_utils.profiling import operator_self_times
-from course_utils.stream_model import stream_hazards
 
 SAME_SIZE = 10.0  # the trace's time per step at most this much below the judge's own timing
 

@@ -22,10 +22,11 @@ import secrets
 
 import torch
 
-from course_utils import accounting, distributed, models, rank_logs, sbatch
+from course_utils import accounting, ddp_jobs, distributed, models, rank_logs, sbatch, witness
 from course_utils import device as devices
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out, run_probe
+from course_utils.grading.checks import slurm_record
 from course_utils.grading.probes.lesson05 import run_on_two_ranks, run_the_job
 from course_utils.jobs import ddp_exercise, single_process
 
@@ -47,7 +48,7 @@ def _one_process(seed: int, batch_size: int) -> dict:
         single_process.train(model, dataset, batch_size, ddp_exercise.LR, ddp_exercise.STEPS, "cpu")
     finally:
         torch.set_num_threads(threads)
-    return {"start": start, "trained": model.state_dict()}
+    return {"start": start, "trained": model.state_dict(), "sum": models.parameter_sum(model)}
 
 
 def _checksums(output: str, ranks: int) -> dict[int, tuple[str, str]]:
@@ -295,10 +296,16 @@ def where(launcher: str) -> str:
 
 
 @exercise("05.3", "a multi-node DDP job's header, submitted with your train_ddp")
-def check_ddp_job(ddp_header, train_ddp, seed: int | None = None):
+def check_ddp_job(ddp_header, train_ddp, jobs=None, seed: int | None = None):
     check_header(call_answer(ddp_header, GPU_JOB.as_dict()), GPU_JOB, "GPU_JOB")
     header = call_answer(ddp_header, CPU_JOB.as_dict())
     request = check_header(header, CPU_JOB, "CPU_JOB")
+    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "DDP_JOBS")
+    if named:
+        for job_id in named:
+            _ddp_job_in_sacct(job_id)
+        return _ddp_passed("slurm")
+    slurm_record.needs_a_job("05.3", "the sbatch command ddp_jobs.write_job prints")
     seed = _draw_seed() if seed is None else seed
     name = f"ddp-05-3-{secrets.token_hex(4)}"
     per_node = request.tasks_per_node
@@ -314,10 +321,56 @@ def check_ddp_job(ddp_header, train_ddp, seed: int | None = None):
     judge_ranks(ran, seed, request.nodes, per_node)
     if ran["launcher"] == "slurm":
         scheduler_says(ran["job_id"], name, CPU_JOB)
+    slurm_record.note(f"your train_ddp run by the check ({ran['launcher']}) at the judge's seed")
+    return _ddp_passed(ran["launcher"])
+
+
+def _ddp_passed(launcher: str) -> str:
+    """One line wherever the job ran (the sanitize file makes the two routes' words equal)."""
     return (
-        f"{where(ran['launcher'])} both headers as sbatch reads them; the CPU job ran your "
+        f"{where(launcher)} both headers as sbatch reads them; the CPU job ran your "
         "train_ddp on 2 nodes x 2 ranks like 1 process x batch 128 (on Slurm, sacct's record too)"
     )
+
+
+DDP_RESULT = re.compile(r"^seed (\d+) sum (-?[\d.]+)$")
+
+
+def _ddp_job_in_sacct(job_id: str) -> None:
+    """A job the learner names: theirs, for the course, CPU_JOB's header and ddp_srun.sh's
+    commands as Slurm stored them, COMPLETED on 2 nodes with a step of 4 tasks, and the
+    parameter sum rank 0 left in its record the one of 1 process trained on the 4x batch at
+    the --seed it was submitted with (the judge trains it)."""
+    record = slurm_record.learner_job(job_id, "05.3")
+    what = f"job {job_id}"
+    stored = record.script or ""
+    check_header(stored, CPU_JOB, f"{what}'s header, as Slurm stored it")
+    body = ddp_jobs.job_script("")
+    expect(body.strip() in stored, "slurm/ddp_srun.sh's commands after the header", "others", what)
+    main = next((s for s in record.steps if not s.is_step), None)
+    expect(main is not None and main.state == "COMPLETED", "a COMPLETED job", record.state, what)
+    ranks = CPU_JOB.nodes * CPU_JOB.ranks_per_node
+    steps = [s for s in record.steps if s.is_step and s.tasks == ranks and s.nodes == CPU_JOB.nodes]
+    expect(bool(steps), f"a step of {ranks} tasks on {CPU_JOB.nodes} nodes (srun)", "none", what)
+    result = DDP_RESULT.match(witness.from_job_record(record.comment) or "")
+    expect(
+        result is not None and f"--seed {result[1]}" in record.submit_line,
+        "the parameter sum rank 0 left in the job's record, at the --seed it was given",
+        record.comment or "none (did rank 0 finish?)",
+        what,
+    )
+    want = _one_process(int(result[1]), ranks * ddp_exercise.BATCH_SIZE)["sum"]
+    expect(
+        abs(float(result[2]) - want) < SUM_TOLERANCE,
+        f"the parameters of 1 process trained on the {ranks}x batch at seed {result[1]} "
+        f"(their sum {want:.6f})",
+        result[2],
+        what,
+    )
+    slurm_record.note(slurm_record.sacct_evidence(record) + ", its result reproduced")
+
+
+SUM_TOLERANCE = 1e-3  # DDP and one process agree to ~1e-8 per parameter: 1e-3 over them all
 
 
 # ---- held-out cases (only `course grade` runs them) --------------------------------------------
@@ -330,7 +383,7 @@ def held_out_rank_plan(rng, rank_plan):
 
 
 @held_out("05.3", cases=3)
-def held_out_ddp_header(rng, ddp_header, train_ddp):
+def held_out_ddp_header(rng, ddp_header, train_ddp, jobs=None):
     """Jobs of other sizes, on paper: a table of the two visible headers fails them."""
     gpus = rng.choice([0, 1])
     job = DdpJob(

@@ -13,14 +13,17 @@ history written by the kernel, or by any other process, is not evidence.
 
 import os
 import random
+import re
 import shutil
 import tempfile
 
 import torch
 
 from course_utils import checkpoint as ck
-from course_utils import resumable
+from course_utils import witness
+from course_utils.fault_tolerance import resumable
 from course_utils.grading import CheckFailed, NotAttempted, call_answer, exercise, expect, outside
+from course_utils.grading.checks import slurm_record
 from course_utils.grading.checks.lesson06 import weights
 from course_utils.models import TinyNet, parameter_hash
 
@@ -129,7 +132,19 @@ def draw_run(rng=None) -> tuple[int, int]:
     allows=("starts processes", "exits or kills the process"),
     reference=(r"\btrain\(", r"\brecord\(", r"history\.json"),
 )
-def check_preempt_and_resume(preempt_and_resume, seed: int | None = None, steps: int | None = None):
+def check_preempt_and_resume(
+    preempt_and_resume, jobs=None, seed: int | None = None, steps: int | None = None
+):
+    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "PREEMPTED_JOBS")
+    if named:
+        for job_id in named:
+            _preempted_job_in_sacct(job_id)
+        return PREEMPTED_PASSED.format(signal="SIGUSR1")
+    slurm_record.needs_a_job(
+        "06.4",
+        "sbatch slurm/checkpoint_requeue.sh with --seed and --max-steps, then scancel "
+        "--signal=USR1 --batch JOBID",
+    )
     if seed is None or steps is None:
         seed, steps = draw_run()
     seen = outside(preempt_and_resume)
@@ -159,20 +174,77 @@ def check_preempt_and_resume(preempt_and_resume, seed: int | None = None, steps:
         "final parameters bitwise equal to the check's own uninterrupted run at its seed",
         "different parameters (resume with the same settings and folder)",
     )
-    return (
-        f"stopped by {stop['signal']}, saved, resumed in a new process, and ended bit for bit as "
-        "the check's own uninterrupted run"
+    slurm_record.note("your runs, started by your function here, heard from outside")
+    return PREEMPTED_PASSED.format(signal=stop["signal"])
+
+
+# One line wherever the runs were (nbval compares it): the evidence column says which route.
+PREEMPTED_PASSED = (
+    "stopped by {signal}, saved, resumed in a new process, and ended bit for bit as the check's "
+    "own uninterrupted run"
+)
+
+
+def _option(line: str, name: str) -> int | None:
+    found = re.search(rf"{name}[ =](\d+)", line)
+    return int(found[1]) if found else None
+
+
+def _preempted_job_in_sacct(job_id: str) -> None:
+    """A job the learner names: theirs, for the course, requeued (sacct shows a run REQUEUED
+    before the one that COMPLETED), and the parameter hash the program left in its record equal
+    to the judge's own uninterrupted run with the --seed, --max-steps and threads it ran with."""
+    record = slurm_record.learner_job(job_id, "06.4")
+    what = f"job {job_id}"
+    expect(
+        len(record.runs) >= 2 and "REQUEUED" in record.runs[:-1] and record.state == "COMPLETED",
+        "a run requeued by the signal (REQUEUED) and the run after it COMPLETED (sacct "
+        "--duplicates)",
+        ", ".join(record.runs) or "no run",
+        what,
     )
+    program = next((line for line in record.step_lines if PROGRAM_MODULE in line), "")
+    seed, steps = _option(program, "--seed"), _option(program, "--max-steps")
+    epochs, threads = _option(program, "--epochs"), _option(program, "--threads") or 1
+    expect(
+        None not in (seed, steps) and epochs == EPOCHS,
+        f"{PROGRAM} with --seed, --max-steps and --epochs {EPOCHS} in the job's step",
+        program or "no such step",
+        what,
+    )
+    done = re.match(
+        r"^hash ([0-9a-f]{16}) step (\d+)$", witness.from_job_record(record.comment) or ""
+    )
+    expect(
+        done is not None and int(done[2]) == steps,
+        f"the final parameter hash the program left in the job's record, at step {steps}",
+        record.comment or "none (did the resumed run finish?)",
+        what,
+    )
+    want = uninterrupted(seed, steps, threads)
+    expect(
+        done[1] == want,
+        f"final parameters bitwise equal to the check's own uninterrupted run at seed {seed}",
+        "different parameters (resume with the same settings and folder)",
+        what,
+    )
+    slurm_record.note(slurm_record.sacct_evidence(record) + ", its result reproduced")
 
 
 # The check's own run, and its reading of the learner's checkpoint (in the judge).
 
 
-def uninterrupted(seed: int, steps: int) -> str:
-    """The same run, trained here in one go (the check's own reference): its parameter hash."""
+def uninterrupted(seed: int, steps: int, threads: int = 1) -> str:
+    """The same run, trained here in one go (the check's own reference): its parameter hash.
+    `threads`: torch's, as the run had them (its summation order, and so its last bits)."""
     folder = tempfile.mkdtemp(prefix="course-06.4-reference-")
     config = resumable.Config(
-        ckpt_dir=folder, seed=seed, max_steps=steps, epochs=EPOCHS, save_every=SAVE_EVERY
+        ckpt_dir=folder,
+        seed=seed,
+        max_steps=steps,
+        epochs=EPOCHS,
+        save_every=SAVE_EVERY,
+        threads=threads,
     )
     try:
         with torch.random.fork_rng(devices=[]):

@@ -26,7 +26,7 @@ import random
 
 import torch
 
-from course_utils import failures, memory
+from course_utils.failing import failures, memory
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,

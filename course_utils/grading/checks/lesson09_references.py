@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import accounting, failures, job_memory, memory, paths, sbatch, witness
+from course_utils import accounting, paths, sbatch, witness
+from course_utils.failing import failures, job_memory, memory
 from course_utils.files import atomic_write_text
 from course_utils.grading import CheckFailed, expect
 from course_utils.grading.checks import slurm_record
@@ -28,6 +29,7 @@ from course_utils.grading.probes.lesson09 import (
     accumulation_batch,
     recording_model,
 )
+from course_utils.models import parameter_sum
 
 
 def record_runs(destination=failures.RECORDED_RUNS) -> None:
@@ -86,7 +88,7 @@ def trained_sum(seed: int, world_size: int, steps: int = 3, rows: int = 32) -> f
                 for other in grads[1:]:
                     total += other[i]
                 p -= failures.LEARNING_RATE * (total / world_size)
-    return failures.parameter_sum(model)
+    return parameter_sum(model)
 
 
 def big_batch_gradients(rows: int, seed: int) -> list[torch.Tensor]:

@@ -31,7 +31,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from course_utils import accounting, how_many, reference
+from course_utils import accounting, how_many, notebook_code, reference
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
@@ -58,7 +58,6 @@ from course_utils.lab import (
     small_files,
     staging,
     transport,
-    yours,
 )
 from course_utils.lab.nccl_excerpts import EXCERPTS
 
@@ -97,7 +96,7 @@ def _judge_staging_step(results: list[dict], source: str) -> None:
     what = "the staging step (runs/10/staging)"
     answers = {r.get("answer") for r in results}
     expect(
-        answers == {yours.digest(source)},
+        answers == {notebook_code.digest(source)},
         "results of the stage_dataset in your cell now (its digest)",
         "results of another version: run the exercise cell again",
         what,

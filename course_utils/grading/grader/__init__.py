@@ -6,13 +6,13 @@ grader imports the runner, never the reverse (tests/test_layout.py).
     plan.py         the grading plan: the release with the learner's exercise cells, by id
     verdicts.py     the rules that give points: check outputs compared, each exercise judged,
                     the submission's status
+    flags.py        review flags: what in an exercise cell an instructor may want to read
     pipeline.py     one submission through all of it (`grade_notebook`), many (`grade_all`)
     gradebook.py    the gradebook CSV, feedback, JUnit report, the terminal's table
     command.py      `course grade`: its options checked, then grading, then the files
     prepared.py     what a grade settles first and writes last, here and across a job array
     slurm_rules.py  what learners' jobs are held to: --account, --since, --until, --logins
     claims.py       one job, one exercise of one learner, across the whole gradebook
-    flags.py        review flags: each exercise cell's text and syntax tree
     on_cluster.py   `course grade --slurm`: key, submit, wait, say how each task ended, merge
     array.py        the job array: its manifest, sbatch command, Slurm's record of each task
     task.py         one task of the array: grade its share, keep each result

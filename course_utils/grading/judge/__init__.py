@@ -11,10 +11,16 @@ Three processes grade a notebook, and each has its doors:
                  announces each check cell on its end of the pair, and the learner's kernel,
                  whose `check` knocks on the door and answers the judge's requests with plain
                  data (kernel.py, proxies.py, wire.py; evidence.py helps the probes).
-Shown inside a graded run (runner/sandbox.py, SHOWN): kernel.py, proxies.py, wire.py,
-evidence.py and this index; process.py, outside.py, beside.py and plugin.py stay outside.
+The judge's side, never shown inside a graded run:
+    process.py   the judge process: one per graded notebook, deciding every verdict
+    outside.py   what the judge sees of the learner's process from outside it
     beside.py    a judge started beside one run, ended after it, and read
     plugin.py    the notebook lanes' pytest plugin: every check of a session through a judge
+Shown inside a graded run (runner/sandbox.py, SHOWN), with this index:
+    kernel.py    the kernel's end of a check: knock on the door, answer the judge's requests
+    proxies.py   how a checker reaches the learner's answers (proxies, plain data); `probe`
+    wire.py      answers as plain data: what crosses between the learner's process and the judge
+    evidence.py  what a probe reports about the learner's objects, as plain data
 Nothing is imported here: import a name from the module that defines it.
 """
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from course_utils.async_model import SimulatedDevice, SimulatedTrainStep
+from course_utils.async_gpu.async_model import SimulatedDevice, SimulatedTrainStep
+from course_utils.async_gpu.stream_model import StreamRecorder
 from course_utils.grading import probe
 from course_utils.models import Net
 from course_utils.profiling import quiet_profiler_warnings
-from course_utils.stream_model import StreamRecorder
 
 # ---- 03.1 ---------------------------------------------------------------------------------
 

@@ -9,15 +9,12 @@ emulated nodes here. What comes back: how the run ended, the ranks' lines, and r
 parameters as plain tensors; the judge (checks/lesson05.py) decides from them.
 """
 
-import inspect
-import textwrap
 from pathlib import Path
 
 import torch
 
-from course_utils import batch, paths
+from course_utils import batch, ddp_jobs, notebook_code
 from course_utils.grading import CheckFailed, NotAttempted, probe
-from course_utils.notebook_code import imports_for
 
 RUNS = "runs/05"  # beside the notebook, as every file a lesson writes
 RUN_TIMEOUT = 100  # seconds for a local run of the ranks (the check cell's limit is 120)
@@ -28,19 +25,12 @@ def _answer_module(train_ddp, folder: Path) -> Path:
     """`train_ddp`'s source as a module the ranks load (in the learner's process)."""
     if not callable(train_ddp):
         raise CheckFailed(f"expected a function train_ddp, got {type(train_ddp).__name__}")
-    try:
-        source = inspect.getsource(train_ddp)
-    except (OSError, TypeError) as e:
-        raise CheckFailed(
-            f"the source of train_ddp cannot be read ({e}); define it in a cell"
-        ) from e
-    if "raise NotImplementedError" in source:
+    if notebook_code.is_stub(train_ddp):
         raise NotAttempted("run exercise 05.1 first (write train_ddp): the ranks run it")
-    alias = [] if train_ddp.__name__ == "train_ddp" else [f"train_ddp = {train_ddp.__name__}"]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "answer.py"
-    path.write_text("\n".join([*imports_for(train_ddp), "", textwrap.dedent(source), *alias, ""]))
-    return path
+    try:
+        return ddp_jobs.answer_module(train_ddp, folder)
+    except ValueError as e:
+        raise CheckFailed(str(e)) from e
 
 
 def _evidence(job: batch.Job, saved: Path) -> dict:
@@ -75,14 +65,6 @@ def run_on_two_ranks(train_ddp, seed: int):
     return _local_run(args, saved, "05.1", batch.Shape(1, 2))
 
 
-def srun_body() -> str:
-    """The commands of slurm/ddp_srun.sh (after its #SBATCH header and comments): what the
-    learner's header is submitted with."""
-    lines = paths.course_file("slurm/ddp_srun.sh").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line and not line.startswith("#"))
-    return "\n".join(["# the commands of slurm/ddp_srun.sh", *lines[start:], ""])
-
-
 @probe("05.3")
 def run_the_job(train_ddp, header: str, seed: int, name: str, nodes: int, per_node: int):
     """In the learner's process: the header and ddp_srun.sh's commands, submitted where Slurm
@@ -91,7 +73,7 @@ def run_the_job(train_ddp, header: str, seed: int, name: str, nodes: int, per_no
     if batch.find_launcher().kind != "slurm":
         return _local_run(args, saved, name, batch.Shape(nodes, per_node))
     script = saved.parent / "05.3-job.sh"
-    script.write_text(header.rstrip("\n") + "\n" + srun_body())
+    script.write_text(ddp_jobs.job_script(header))
     program = ["-m", "course_utils.jobs.ddp_exercise", *args]
     job = batch.submit(script, program, name=name, logs=saved.parent, timeout=JOB_WAIT)
     return _evidence(job, saved)

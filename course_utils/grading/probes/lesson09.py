@@ -23,7 +23,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import batch, failures, job_memory, launching
+from course_utils import batch, launching
+from course_utils.failing import failures, job_memory
 from course_utils.grading import probe
 
 LOSS_STEP_TIMEOUT = 5.0  # seconds: the longest timeout a 09.2 run gets (a hang ends by then)
@@ -62,7 +63,7 @@ def notebook_runs(runs_folder):
 def _collectives() -> list[str] | None:
     """The collectives this rank has entered, from its flight record (None: this PyTorch keeps
     none for gloo)."""
-    from course_utils import flight_recorder
+    from course_utils.failing import flight_recorder
 
     if not flight_recorder.gloo_dump_available():
         return None

@@ -19,9 +19,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from course_utils import processes
+from course_utils import notebook_code, processes
 from course_utils.grading import CheckFailed, probe
-from course_utils.lab import staging, yours
+from course_utils.lab import staging
 from course_utils.ranks import NODE_VARIABLE, local_launch_environ
 
 ARCHIVE_FILES, FILE_BYTES = 300, 2048  # the check's own archive: small, yet many files
@@ -52,11 +52,11 @@ def staging_run(stage_dataset, folder=None) -> dict:
     """The learner's function as it stands (its source, whether it is the stub) and what the
     staging step of their notebook wrote (<folder>/staging/rank*.json)."""
     try:
-        source = yours.source(stage_dataset)
+        source = notebook_code.source(stage_dataset)
     except ValueError:
         source = None
     results = _read_json(Path(folder) / "staging", "rank*.json") if folder is not None else []
-    return {"stub": yours.is_stub(stage_dataset), "source": source, "results": results}
+    return {"stub": notebook_code.is_stub(stage_dataset), "source": source, "results": results}
 
 
 def _archive(folder: Path, seed: int) -> Path:
@@ -142,11 +142,11 @@ def staging_cases(stage_dataset, seed: int, job: str, root: str) -> list[dict]:
     node x 2 with TMPDIR only, the next job on that node, 1 rank with neither. Everything goes
     under `root`, a folder the judge made and reads from outside (but the last case's /tmp).
     Each case: its title, the base the folders belong under, and every rank's report."""
-    if yours.is_stub(stage_dataset):
+    if notebook_code.is_stub(stage_dataset):
         raise NotImplementedError
     tmp = Path(root)
     try:
-        answer = yours.function_module(stage_dataset, "stage_dataset", tmp)
+        answer = notebook_code.function_module(stage_dataset, "stage_dataset", tmp)
     except ValueError as e:
         raise CheckFailed(str(e)) from e
     archive = _archive(tmp, seed)

@@ -253,6 +253,17 @@ def test_import_records_from_fresh_processes_pass():
     assert message == "fresh imports of torch, cold first, records in runs/import_cost.json"
 
 
+def test_where_the_cache_is_hidden_the_reads_from_storage_tell_cold_from_warm():
+    hidden = _records()
+    hidden["samples"][0]["evicted_bytes"] = None  # import_cost.cache_hidden: another's files
+    assert lesson00.verify_import_records(hidden, "/env/bin/python", 999.0)
+    assert lesson00.compare_cold_and_warm(hidden).startswith("the cold import read from storage")
+    nothing = _records()
+    nothing["samples"][0]["evicted_bytes"] = 0  # visible, and nothing was dropped
+    with pytest.raises(CheckFailed, match="dropped cached pages of the package"):
+        lesson00.verify_import_records(nothing, "/env/bin/python", 999.0)
+
+
 def test_import_timed_inside_the_kernel_fails():
     in_kernel = _records()
     for s in in_kernel["samples"]:

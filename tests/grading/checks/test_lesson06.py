@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from course_utils.checkpoint import unwrap_model
+from course_utils.fault_tolerance.resumable import EX_TEMPFAIL, Config, record, train
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson06_resume
 from course_utils.grading.checks.lesson06_resume import final_hash, uninterrupted
 from course_utils.grading.grader.plan import review_flags
 from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
-from course_utils.resumable import EX_TEMPFAIL, Config, record, train
 
 
 def stub(*args):
@@ -285,8 +285,8 @@ def _refused(history, pid=None, seed=SEED, steps=STEPS) -> str:
 
 
 def test_records_with_other_settings_than_the_checks_fail(tmp_path):
-    """Issue 30: a history typed in with settings that make the reference trivial; the check's
-    own draw decides the settings."""
+    """Forged evidence: a history typed in with settings that make the reference trivial; the
+    check's own draw decides the settings."""
     in_the_kernel(tmp_path, 0, 6)
     message = _refused(_history(tmp_path, pids=(101, 101, 202, 202)))
     assert message.startswith(

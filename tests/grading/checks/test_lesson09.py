@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from torch import nn
 
-from course_utils import batch, failures, launching
+from course_utils import batch, launching
+from course_utils.failing import failures
 from course_utils.grading import NOT_ATTEMPTED, CheckFailed, run_check
 from course_utils.grading.checks import lesson09_references as harness
 from course_utils.grading.checks.lesson09 import judge_shared_loader

@@ -10,8 +10,9 @@ process, and a dataset that each worker reads into memory of its own is held onc
 own memory (a copy each); `mmap=True` maps the file, so every worker reads the same pages of the
 page cache (one copy, which the kernel can drop and read again instead of killing anything).
 `tree_memory` measures what a process and its workers hold, each shared page once;
-`memory_limit` reads the limit the job's cgroup enforces; `oom_report` and `killed_roles` read what
-Slurm and the kernel wrote when they killed a step (course_utils.shm: the DataLoader and /dev/shm).
+`memory_limit` reads the limit the job's cgroup enforces; `oom_report` and `killed_roles` read
+what Slurm and the kernel wrote when they killed a step (course_utils.failing.shm: the DataLoader
+and /dev/shm).
 The program that runs all of it in a job is course_utils.jobs.loader_memory.
 """
 

@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 
 from course_utils import distributed, rank_logs, sbatch
+from course_utils.failing.stacks import stacks_of_stuck_ranks
 from course_utils.files import atomic_write_text
 from course_utils.paths import REFERENCE_DIR
-from course_utils.stacks import stacks_of_stuck_ranks
 
 # What each fault of faulty_ddp does to its rank, in the words a diagnosis uses.
 CAUSES = {
@@ -51,12 +51,6 @@ def batch_seed(seed: int, step: int, rank: int) -> int:
     """The seed of rank `rank`'s batch in step `step` of a faulty_ddp run at `seed`: each rank
     reads data of its own, as a DistributedSampler would give it."""
     return (seed * 1_000 + step) * 1_000 + rank
-
-
-def parameter_sum(model) -> float:
-    """One number for a model's parameters (what every rank of a healthy run prints at the end:
-    data-parallel replicas stay equal)."""
-    return sum(float(p.detach().double().sum()) for p in model.parameters())
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from course_utils import batch, job_memory, paths, processes, reference
+from course_utils import batch, paths, processes, reference
+from course_utils.failing import job_memory
 from course_utils.files import atomic_write_text
 
 PROGRAM = "course_utils.jobs.loader_memory"
@@ -196,7 +197,7 @@ def cluster_label(node_output: str = "") -> dict:
 
 def record(destination: Path | None = None) -> Path:
     """Run every case on the cluster and write it, labelled, paths as a learner reads them:
-    python -c "from course_utils import cluster_oom; cluster_oom.record()" """
+    python -c "from course_utils.failing import cluster_oom; cluster_oom.record()" """
     with tempfile.TemporaryDirectory(prefix="loader-oom-", dir=Path.cwd()) as tmp:
         runs = run_on_cluster(tmp)
         shown = {
@@ -226,7 +227,8 @@ def recorded(directory: Path | None = None) -> ClusterRuns:
     if data is None:
         raise FileNotFoundError(
             f"no recorded run course_utils/reference/{RECORD}.json: on a machine with the test "
-            'cluster, run python -c "from course_utils import cluster_oom; cluster_oom.record()"'
+            "cluster, run python -c "
+            '"from course_utils.failing import cluster_oom; cluster_oom.record()"'
         )
     runs = {}
     for name, run in data["runs"].items():

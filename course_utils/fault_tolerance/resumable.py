@@ -30,10 +30,10 @@ from course_utils.checkpoint import (
     save_checkpoint,
 )
 from course_utils.data import SyntheticCIFAR10
+from course_utils.fault_tolerance.preemption import PreemptionFlag, requeue_job
 from course_utils.files import atomic_write_text
 from course_utils.job_config import option, shared
 from course_utils.models import TinyNet, parameter_hash
-from course_utils.preemption import PreemptionFlag, requeue_job
 
 HISTORY = "history.json"  # each run's start, stop and end, in the checkpoint folder
 EX_TEMPFAIL = 75  # "stopped early, run me again": preempted outside Slurm, nothing requeued it

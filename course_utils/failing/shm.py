@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course_utils import paths, processes, reference
-from course_utils.job_memory import IMAGE_BYTES
+from course_utils.failing.job_memory import IMAGE_BYTES
 
 PROGRAM = "course_utils.jobs.loader_memory"
 RECORD = "small_devshm"  # course_utils/reference/small_devshm.json
