@@ -170,15 +170,24 @@ def compare(
     confidence: float = CONFIDENCE,
     max_pairs: int = 200,
     budget: float = 30.0,
+    min_pairs: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Verdict:
     """Measure `candidate()` and `baseline()` in pairs, back to back, alternating which goes
     first, until the pairs decide (see `decide`) or the budget runs out: `max_pairs` pairs or
-    `budget` seconds of `clock`, whichever comes first. Each call returns one measurement: a
-    rate (`higher_is_faster=True`, images/s) or a time (False, seconds). Warm-up belongs before
-    this: every call here counts."""
-    if max_pairs < 1 or budget < 0:
-        raise ValueError(f"max_pairs={max_pairs} must be >= 1 and budget={budget} s >= 0")
+    `budget` seconds of `clock`, whichever comes first, but never before `min_pairs` pairs
+    (default: the fewest that have an interval, 8 at 99%, so that a candidate faster in every
+    pair is found faster however slow each measurement is; `max_pairs` where that is fewer).
+    Each call returns one measurement: a rate (`higher_is_faster=True`, images/s) or a time
+    (False, seconds). Warm-up belongs before this: every call here counts."""
+    if min_pairs is None:  # the fewest with an interval, or all max_pairs where that is fewer
+        first = next(n for n in range(1, 64) if interval_rank(n, confidence))
+        min_pairs = max(1, min(first, max_pairs))
+    if not 1 <= min_pairs <= max_pairs or budget < 0:
+        raise ValueError(
+            f"max_pairs={max_pairs} must be >= min_pairs={min_pairs} >= 1 and "
+            f"budget={budget} s >= 0"
+        )
     start, ratios, mine, theirs = clock(), [], [], []
     verdict = decide([], min_gain, confidence)
     while len(ratios) < max_pairs:
@@ -195,7 +204,8 @@ def compare(
         theirs.append(b)
         ratios.append(c / b if higher_is_faster else b / c)
         verdict = decide(ratios, min_gain, confidence, mine, theirs)
-        if verdict.decided or clock() - start >= budget:
+        spent = clock() - start >= budget and len(ratios) >= min_pairs
+        if verdict.decided or spent:
             break
     return verdict
 

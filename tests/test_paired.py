@@ -113,8 +113,20 @@ def test_compare_stops_at_its_budget_and_says_undecided_after_n_pairs():
     # the clock advances a "second" per reading: one at the start, one after each pair
     assert v.verdict == "undecided" and v.pairs == 30
     assert v.words == "undecided after 30 pairs" and "undecided after 30 pairs" in str(v)
-    v = paired.compare(candidate, baseline, max_pairs=5, budget=1e9, clock=clock)
+    v = paired.compare(candidate, baseline, max_pairs=5, min_pairs=5, budget=1e9, clock=clock)
     assert v.pairs == 5 and v.interval == "none yet"
+
+
+def test_the_budget_never_stops_before_the_first_interval():
+    """Slow measurements, a small budget: a candidate faster in every pair is still found
+    faster, at the 8 pairs a 99% interval needs; with min_pairs=2, undecided."""
+    slow_clock = itertools.count(0, 10.0)  # ten "seconds" per reading
+    v = paired.compare(lambda: 2.0, lambda: 1.0, budget=1, clock=lambda: next(slow_clock))
+    assert (v.verdict, v.pairs) == ("faster", 8)
+    v = paired.compare(
+        lambda: 2.0, lambda: 1.0, budget=1, min_pairs=2, clock=lambda: next(slow_clock)
+    )
+    assert v.words == "undecided after 2 pairs"
 
 
 @pytest.mark.parametrize(
@@ -125,6 +137,7 @@ def test_compare_stops_at_its_budget_and_says_undecided_after_n_pairs():
         (lambda: paired.interval_rank(10, confidence=1.0), "confidence=1.0"),
         (lambda: paired.compare(lambda: 1.0, lambda: 0.0), "baseline's measurement"),
         (lambda: paired.compare(lambda: 1.0, lambda: 1.0, max_pairs=0), "max_pairs=0"),
+        (lambda: paired.compare(lambda: 1.0, lambda: 1.0, max_pairs=4, min_pairs=5), "min_pairs=5"),
     ],
 )
 def test_refuses_what_it_cannot_compare(call, message):
