@@ -225,9 +225,11 @@ class Warm:
     Building it pays every one-time cost, untimed: the model and optimizer (compiled if the
     Recipe says so), its batches (DataLoader workers started; they persist across epochs), and
     `warmup` training steps (compilation, the first batches, the allocator growing, cuDNN's
-    autotuning); then one steady step, timed, says how long a step takes. `rate(seconds)` times
-    one block of as many steady steps as fill `seconds`, between two readings of a clock that
-    synchronizes the device (`timing.synchronizing_clock`), with no synchronization inside.
+    autotuning); then one steady step, timed, says how long a step takes (afterwards the median
+    step of the last blocks: a burst of other work during the build does not shrink every later
+    block). `rate(seconds)` times one block of as many steady steps as fill `seconds`, between
+    two readings of a clock that synchronizes the device (`timing.synchronizing_clock`), with
+    no synchronization inside.
     Not torch.utils.benchmark's `blocked_autorange`: it spends an untimed call on every
     measurement to choose its block size, a whole second step when one step fills the
     measurement (a large batch on a CPU), and the step's duration is known here already.
@@ -244,8 +246,12 @@ class Warm:
         self.batches = _endless(make_loader(recipe, dataset, self.device, seed))
         if warmup:
             self.train(warmup)
-        self.step_seconds = max(self._timed(1), 1e-6)  # a steady step
+        self.recent = [self._timed(1)]  # seconds per step: a steady step, then each block's
         self.build_seconds = time.perf_counter() - start
+
+    @property
+    def step_seconds(self) -> float:
+        return max(statistics.median(self.recent[-5:]), 1e-6)
 
     def train(self, steps: int) -> None:
         """`steps` training steps on the next batches (synchronized at both ends)."""
@@ -261,7 +267,9 @@ class Warm:
         """Images per second of steady training: one block of about `seconds` (one step at
         least)."""
         steps = max(1, round(seconds / self.step_seconds))
-        return steps * self.recipe.batch_size / self._timed(steps)
+        elapsed = self._timed(steps)
+        self.recent = [*self.recent[-4:], elapsed / steps]
+        return steps * self.recipe.batch_size / elapsed
 
 
 class Bench:

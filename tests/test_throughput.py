@@ -96,6 +96,23 @@ def test_warm_times_steady_training_only(monkeypatch):
     assert 128 / 0.01 / 2.5 < rate <= 128 / 0.01
 
 
+def test_warm_sizes_its_blocks_from_the_steps_it_timed_last(monkeypatch):
+    """The steady step timed while building fell in a burst (100 ms); the steps take 10 ms:
+    the blocks grow back to about `seconds` once the recent steps say so."""
+    steps, sleeps = [], iter([0.0, 0.1])  # the warm-up, the burst, then 10 ms per step
+
+    def fake_steps(recipe, model, optimizer, batches, device, limit):
+        n = len(list(batches))
+        time.sleep(next(sleeps, 0.01) * n)
+        steps.append(n)
+
+    monkeypatch.setattr(throughput, "train_steps", fake_steps)
+    warm = throughput.Warm(throughput.NAIVE, TINY, "cpu", warmup=2)
+    for _ in range(4):
+        warm.rate(seconds=0.1)
+    assert steps[2] == 1 and 5 <= steps[-1] <= 10, steps  # 1 step while the burst ruled
+
+
 def test_warm_trains_for_real_and_keeps_its_loader_between_rates():
     recipe = throughput.Recipe(batch_size=32, channels_last=True)
     warm = throughput.Warm(recipe, TINY, "cpu", warmup=1)
