@@ -11,81 +11,89 @@ from benchmarks import common
 from course_utils import data, hpc, reference, speed, throughput
 
 NAME = "train_throughput"
+SECONDS = 0.2  # of steady training per measurement
+BUDGET = 15.0  # seconds of pairs per verdict: a 2-core CPU run takes about 2-4 minutes
 
 
 def run(
     device: torch.device,
-    images: int | None = None,
-    repeats: int = 3,
+    seconds: float = SECONDS,
+    budget: float = BUDGET,
     compile: bool | None = None,
     batch_sizes=None,
     dataset_size: int | None = None,
     warmup: int = 2,
-    pairs: int = 3,
 ) -> dict:
-    """Tune step by step, then measure naive and tuned side by side; the labelled result.
-    Defaults by device: a GPU gets larger batches, more images and a CIFAR-sized data set."""
+    """Tune step by step, then measure naive and tuned in pairs; the labelled result. Each
+    measurement trains a warm recipe for `seconds`; each verdict measures pairs for at most
+    `budget` seconds. Defaults by device: a GPU gets larger batches and a CIFAR-sized data set."""
     gpu = device.type == "cuda"
-    images = images or (65536 if gpu else 8192)  # about a second per measurement
     batch_sizes = batch_sizes or ((256, 512, 1024, 2048) if gpu else (256, 512, 1024))
     dataset_size = dataset_size or (50000 if gpu else 5000)
     if compile is None:  # compiling the training step takes minutes of a 2-core CPU
         compile = device.type == "cuda"
     dataset = data.SyntheticCIFAR10(train=True, size=dataset_size)
     steady = hpc.steady_allocator()  # no measurement gains from what an earlier one freed
-    kwargs = {"images": images, "warmup": warmup}
+    bench = throughput.Bench(dataset, device, seconds=seconds, warmup=warmup)
     steps = speed.tuning_steps(batch_sizes=tuple(batch_sizes), compile=compile)
-    tuned, results = speed.tune(dataset, device, steps, pairs=pairs, **kwargs)
-    comparison = speed.compare(throughput.NAIVE, tuned, dataset, device, repeats=repeats, **kwargs)
+    tuned, results = speed.tune(dataset, device, steps, bench=bench, budget=budget)
+    end = speed.compare(throughput.NAIVE, tuned, bench=bench, budget=budget)
+    bench.close()
     return {
         **reference.label(NAME, device),
         "settings": {
-            "images_per_measurement": images,
-            "repeats": repeats,
+            "seconds_per_measurement": seconds,
+            "budget_per_verdict": budget,
+            "confidence": end.confidence,
+            "min_gain": end.min_gain,
             "compile": compile,
             "warmup_steps": warmup,
-            "pairs": pairs,
             "batch_sizes": list(batch_sizes),
             "dataset": f"synthetic CIFAR-10, {dataset_size}",
             "steady_allocator": steady,
         },
         "tune_method": speed.TUNE_METHOD,
-        "steps": [
-            {
-                "step": r.step,
-                "images_per_second": r.images_per_second,
-                "kept": r.kept,
-                "note": r.note,
-                "best_per_second": r.best_per_second,
-                "retried": r.retried,
-                "spread": r.spread,
-            }
-            for r in results
-        ],
+        "steps": [_step(r) for r in results],
         "naive_recipe": vars(throughput.NAIVE),
         "tuned_changes": tuned.changes(),
-        "naive_images_per_second": comparison.naive,
-        "tuned_images_per_second": comparison.tuned,
-        "speedup": comparison.speedup,
-        "speedup_spread": comparison.spread,
-        "speedup_verdict": comparison.verdict,
+        "naive_images_per_second": end.baseline_median,
+        "tuned_images_per_second": end.candidate_median,
+        "speedup": end.ratio,
+        "speedup_interval": [end.low, end.high],
+        "speedup_pairs": end.pairs,
+        "speedup_ratios": list(end.ratios),
+        "speedup_verdict": end.words,
+    }
+
+
+def _step(r: speed.StepResult) -> dict:
+    return {
+        "step": r.step,
+        "images_per_second": r.images_per_second,
+        "kept": r.kept,
+        "note": r.note,
+        "best_per_second": r.best_per_second,
+        "retried": r.retried,
+        "ratios": list(r.ratios),
+        "low": r.low,
+        "high": r.high,
+        "verdict": r.verdict,
     }
 
 
 def main(argv=None) -> int:
     p = common.parser(NAME, __doc__)
     p.add_argument(
-        "--images",
-        type=int,
-        default=None,
-        help="images per measurement (default: 8192 on a CPU, 65536 on a GPU)",
+        "--seconds",
+        type=float,
+        default=SECONDS,
+        help=f"seconds of training per measurement (default {SECONDS})",
     )
-    p.add_argument("--repeats", type=int, default=3, help="naive/tuned alternations")
     p.add_argument(
-        "--pairs",
-        type=int,
-        default=3,
-        help="best/candidate alternations per tuning step (0: one measurement)",
+        "--budget",
+        type=float,
+        default=BUDGET,
+        help=f"seconds of pairs per verdict before it is undecided (default {BUDGET})",
     )
     p.add_argument(
         "--batch-sizes",
@@ -110,23 +118,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     device = common.resolve_device(args.device, p)
     compile = {"auto": None, "yes": True, "no": False}[args.compile]
-    result = run(
-        device,
-        args.images,
-        args.repeats,
-        compile,
-        args.batch_sizes,
-        args.dataset_size,
-        pairs=args.pairs,
-    )
+    result = run(device, args.seconds, args.budget, compile, args.batch_sizes, args.dataset_size)
     print(f"{result['device']}, PyTorch {result['torch']}, {result['date']}")
     print(speed.results_table([speed.StepResult(**step) for step in result["steps"]]))
+    low, high = result["speedup_interval"]
+    interval = "none yet" if low is None else f"{low:.2f}-{high:.2f}x"
+    pairs = result["speedup_pairs"]
     print(
-        f"side by side ({args.repeats} alternations, medians): naive "
+        f"naive against tuned, in pairs: {result['speedup']:.2f}x (99% interval {interval}, "
+        f"{pairs} pair{'' if pairs == 1 else 's'}): {result['speedup_verdict']}; medians: naive "
         f"{result['naive_images_per_second']:,.0f} images/s, tuned "
-        f"{result['tuned_images_per_second']:,.0f} images/s: {result['speedup']:.2f}x "
-        f"(tuned: {result['tuned_changes']}; spread {result['speedup_spread']:.0%}: "
-        f"{result['speedup_verdict']})"
+        f"{result['tuned_images_per_second']:,.0f} images/s (tuned: {result['tuned_changes']})"
     )
     common.save(result, args.out, NAME, device)
     return 0

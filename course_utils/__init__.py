@@ -11,6 +11,7 @@ tests; docs/conventions.md says what goes where. Lesson helpers that notebooks i
     timing.py             timing done right: warm-up, synchronization, median and spread
     monitor.py            utilization logged in the background while training runs
     cpu_sweep.py          CPU parallelism on an allocation: the counts a sweep measures
+    paired.py             two timings compared: paired measurements decided by an interval
     inter_op.py           inter-op parallelism: two independent pieces of work at once
     tables.py             plain-text tables for terminals and notebooks
     reference.py          results measured on a GPU, and how lessons show them where there is none

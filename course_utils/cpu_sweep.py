@@ -6,11 +6,19 @@ the allocation, and the allocation itself, as scaling studies do: on 2 CPUs that
 on a 48-CPU node 7 runs rather than 48, and never a count beyond what the job was given (more
 threads or workers than CPUs only compete for them). Lesson 02's exercises 02.2 and 02.3 and
 their checker read the counts from here.
+
+Two timings of the same work (on 1 thread and on all, one route against another) are compared
+as every lesson compares two timings, with `course_utils.paired`: measured in pairs, back to
+back, alternating (`on_threads` makes one measurement), and decided by the interval of the
+paired ratios; `compared` says the verdict in words.
 """
 
 from __future__ import annotations
 
-SAME = 0.1  # two timings within 10% of each other: "about as fast"
+from collections.abc import Callable
+
+from course_utils import hpc, paired
+from course_utils.timing import time_fn
 
 
 def counts(allocated: int, start: int = 1) -> list[int]:
@@ -26,16 +34,33 @@ def counts(allocated: int, start: int = 1) -> list[int]:
     return sorted({start, *doubling, allocated})
 
 
-def compared(seconds: float, baseline: float, other: str) -> str:
-    """`seconds` against `baseline`, the same work timed as `other` says, in words:
-    "1.8x faster than on 1", "1.3x slower than on 1", "about as fast as on 1 (within 10%)"."""
-    if not (seconds > 0 and baseline > 0):
-        raise ValueError(f"timings must be positive, got {seconds!r} and {baseline!r}")
-    ratio = baseline / seconds
-    if abs(ratio - 1) <= SAME:
-        return f"about as fast as {other} (within {SAME:.0%})"
-    return (
-        f"{ratio:.3g}x faster than {other}"
-        if ratio > 1
-        else f"{1 / ratio:.3g}x slower than {other}"
-    )
+def on_threads(threads: int, fn, *args) -> Callable[[], float]:
+    """One measurement for `paired.compare`: the seconds of one call of `fn(*args)` with
+    `threads` intra-op threads (`time_fn`, whose first call, untimed, settles the new count);
+    the allocation's threads are set back after each."""
+
+    def measure() -> float:
+        hpc.configure_threads(threads)
+        try:
+            return time_fn(fn, *args, warmup=0, min_run_time=1e-3).median
+        finally:
+            hpc.configure_threads()
+
+    return measure
+
+
+def compared(verdict: paired.Verdict, other: str) -> str:
+    """A paired comparison of timings (`paired.compare(..., higher_is_faster=False)`, `other`
+    the baseline) in words: "1.8x faster than on 1 (99% interval 1.7-1.9x, 8 pairs)", "1.3x
+    slower than on 1 (...)", "about as fast as on 1 (no difference beyond 5%, 12 pairs)", or
+    "undecided after 30 pairs against on 1 (1.04x faster so far)"."""
+    ratio, n = verdict.ratio, verdict.pairs
+    if verdict.verdict == paired.FASTER:
+        return f"{ratio:.3g}x faster than {other} (99% interval {verdict.interval}, {n} pairs)"
+    if verdict.verdict == paired.SLOWER:
+        times = f"{1 / verdict.high:.2f}-{1 / verdict.low:.2f}x"
+        return f"{1 / ratio:.3g}x slower than {other} (99% interval {times}, {n} pairs)"
+    if verdict.verdict == paired.SAME:
+        return f"about as fast as {other} (no difference beyond {verdict.min_gain:.0%}, {n} pairs)"
+    so_far = f"{ratio:.3g}x faster" if ratio >= 1 else f"{1 / ratio:.3g}x slower"
+    return f"{verdict.words} against {other} ({so_far} so far)"

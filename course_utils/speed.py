@@ -1,20 +1,24 @@
 """Making training fast, one measured step at a time (lesson 08 and `python -m benchmarks`).
 
 `tuning_steps` lists the changes the cluster documentation recommends, in order; `tune` applies
-them to a Recipe one at a time, measures each (`throughput.measure`), and keeps a change only
-when it made training measurably faster on this device: faster by more than the spread the run
-measured (the best recipe, measured again beside each candidate, gives a range of rates for one
-and the same recipe; a change inside that range is "no difference measured"). A compute-side
-step dropped while the
-loader still limited the job is tried again once a loader-side step has moved the bottleneck
-(lesson 08.2's rule: a fix to the part that does not limit the job cannot show). Steps that
-cannot run here (pinned memory without a GPU) are skipped with the reason. `compare` measures
-two Recipes side by side; `results_table` and `plot_steps` show the steps; `bottleneck`
-(exercise 08.2's reference answer) says whether loading or computing limits a job.
+them to a Recipe one at a time and keeps a change only when it made training faster on this
+device. Each candidate is measured in pairs with the best recipe so far, back to back,
+alternating which goes first, and `course_utils.paired` decides from the pairs' ratios and the
+99% interval of their median: "faster" (kept), "slower", "no difference" (within the smallest
+gain worth keeping), or "undecided after N pairs" when the step's budget ran out (each
+dropped). A compute-side step dropped while the loader still limited the job is tried again
+once a loader-side step has moved the bottleneck (lesson 08.2's rule: a fix to the part that
+does not limit the job cannot show). Steps that cannot run here (pinned memory without a GPU)
+are skipped with the reason. `compare` measures two Recipes the same way; `results_table` and
+`plot_steps` show the steps; `bottleneck` (exercise 08.2's reference answer) says whether
+loading or computing limits a job.
 
-Its neighbours, which lesson 08 calls by their own names: the Recipe and its measurement in
-`course_utils.throughput` (`throughput.NAIVE`, `throughput.measure`), the malloc setting in
-`course_utils.hpc` (`hpc.steady_allocator`), the line profiler in `course_utils.profiling`.
+The Recipes are measured warm (`throughput.Bench`): each built and warmed up once, before its
+first pair, so compilation, DataLoader worker start-up, the first batches and the allocator's
+growth stay out of every measurement. Its neighbours, which lesson 08 calls by their own names:
+the Recipe and its measurement in `course_utils.throughput` (`throughput.NAIVE`,
+`throughput.measure`), the malloc setting in `course_utils.hpc` (`hpc.steady_allocator`), the
+line profiler in `course_utils.profiling`.
 """
 
 from __future__ import annotations
@@ -25,24 +29,26 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from course_utils import hpc
+from course_utils import hpc, paired
 from course_utils.tables import text_table
-from course_utils.throughput import (
-    NAIVE,
-    Recipe,
-    measure,
-)
+from course_utils.throughput import NAIVE, Bench, Recipe
 
 SIDES = ("loader", "compute")
 # How `tune` judges steps, stored with each benchmark record so a plot can say which method
 # produced it (records without it predate the re-try).
 TUNE_METHOD = (
+    "one step at a time, measured in pairs with the best recipe (alternating, each warm) and "
+    "kept when the 99% interval of the paired ratios' median lies above 1; compute-side steps "
+    "dropped while loader-bound re-tried after"
+)
+SPREAD_TUNE_METHOD = (  # records made before the pairs: a change beyond the best's own spread
     "one step at a time, kept when faster than the spread of the best recipe's own "
     "measurements; compute-side steps dropped while loader-bound re-tried after"
 )
 OLD_TUNE_METHOD = (  # records made before the spread: each step against a fixed 3% threshold
     "one step at a time; compute-side steps dropped while loader-bound re-tried after"
 )
+BUDGET = 20.0  # seconds of paired measurements per step before it is "undecided"
 
 
 @dataclass(frozen=True)
@@ -137,25 +143,33 @@ def tuning_steps(
 @dataclass(frozen=True)
 class StepResult:
     step: str
-    images_per_second: float | None  # the candidate's rate; None: skipped on this device
+    images_per_second: float | None  # the candidate's median rate; None: not measured here
     kept: bool
     note: str  # why it was kept, dropped or skipped
-    best_per_second: float | None = None  # the best recipe's rate, measured beside the candidate
+    best_per_second: float | None = None  # the best recipe's median rate, in the same pairs
     retried: bool = False  # a second verdict, after a loader-side step moved the bottleneck
-    spread: float | None = None  # the relative change the verdict needed: threshold or spread
+    ratios: tuple = ()  # the candidate's rate over the best's, one per pair, in order
+    low: float | None = None  # the 99% interval of their median (None: too few pairs)
+    high: float | None = None
+    verdict: str = ""  # paired's verdict: faster, slower, no difference, undecided
 
     @property
     def skipped(self) -> bool:
         return self.images_per_second is None
 
     @property
+    def pairs(self) -> int:
+        return len(self.ratios)
+
+    @property
+    def ratio(self) -> float | None:
+        """The median paired ratio: how many times as fast as the best recipe beside it."""
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
     def no_difference(self) -> bool:
-        """Measured, and within the spread of the measurements: neither faster nor slower."""
-        return NO_DIFFERENCE in self.note
-
-
-NO_DIFFERENCE = "no difference measured"
-SETTLED = 3  # measurements of a new best recipe before its own spread replaces the last one
+        """Measured, and its interval within the smallest gain worth keeping."""
+        return self.verdict == paired.SAME
 
 
 def tune(
@@ -163,40 +177,34 @@ def tune(
     device="cpu",
     steps: list[Step] | None = None,
     start: Recipe = NAIVE,
-    threshold: float = 0.03,
-    pairs: int = 0,
-    measure_fn: Callable[[Recipe], float] | None = None,
+    bench: Callable[[Recipe], float] | None = None,
     retry: bool = True,
-    **measure_kwargs,
+    budget: float = BUDGET,
+    min_gain: float = paired.MIN_GAIN,
+    max_pairs: int = 200,
 ) -> tuple[Recipe, list[StepResult]]:
-    """Apply `steps` one at a time; keep a step when it is faster than the best so far by more
-    than the spread measured, and at least by `threshold` (3%). Returns the tuned Recipe and one
-    StepResult per verdict, starting with the baseline.
+    """Apply `steps` one at a time; keep a step when `paired.compare` finds the candidate
+    faster than the best recipe so far. Returns the tuned Recipe and one StepResult per verdict,
+    starting with the baseline.
 
-    The spread: the best recipe is measured again beside every candidate (`pairs` >= 1), so the
-    run collects several rates of one and the same recipe; their range over their median is
-    what a change must exceed (the best recipe's rates since it became best; until there are
-    SETTLED of them, no less than the spread before; and the candidate's own rates when
-    `pairs` >= 2). A change within it is "no difference measured".
+    Each step measures pairs (the candidate and the best, back to back, alternating which goes
+    first) until the 99% interval of the ratios' median excludes 1 or lies within `min_gain`,
+    or `budget` seconds (`max_pairs` pairs) have gone: "undecided after N pairs". An outlier
+    moves each end of the interval by one rank at most, and each step's pairs are its own, so
+    no burst of other work carries into a later verdict.
 
     `retry`: a compute-side step dropped before a loader-side step was kept was judged while the
     loader may have limited the job, where no compute fix can show; after the first pass each
     such step is measured once more, in order, against the best recipe then (re-tries kept
     before it included), and its second verdict appended (a row with `retried=True`).
-    `pairs` > 0: measure the best recipe and the candidate alternately, `pairs` times each, and
-    compare the medians, so a change in the machine's load between steps is not taken for the
-    step's effect (2 x `pairs` measurements per step instead of 1). Each result
-    carries both rates its verdict compares. `measure_fn(recipe) -> images/s` replaces `measure`
-    (tests pass a fake)."""
+    `bench(recipe) -> images/s` measures (default: a `throughput.Bench` on `dataset` and
+    `device`; pass your own to choose its seconds per measurement, or a fake in tests); where
+    it has `warm(recipe)`, each candidate is built and warmed up before its first pair."""
     device = torch.device(device)
     steps = tuning_steps() if steps is None else steps
-    if measure_fn is None:
-
-        def measure_fn(recipe):
-            return measure(recipe, dataset, device, **measure_kwargs)
-
-    judge = _Judge(measure_fn, start, threshold, pairs)
-    results = [StepResult("baseline (documentation script)", judge.best_rate, True, "as written")]
+    bench = Bench(dataset, device) if bench is None else bench
+    judge = _Judge(bench, start, dict(budget=budget, min_gain=min_gain, max_pairs=max_pairs))
+    results = [StepResult("baseline (documentation script)", judge.start_rate, True, "as written")]
     pending, to_retry = [], []  # compute-side steps dropped; (step, the loader step kept after)
     for step in steps:
         if not step.applies_to(device):
@@ -215,127 +223,92 @@ def tune(
 
 
 class _Judge:
-    """Measures each candidate against the best recipe so far; keeps it when it is faster by
-    more than the spread measured (at least `threshold`)."""
+    """Measures each candidate in pairs with the best recipe so far; keeps it when faster."""
 
-    def __init__(self, measure_fn, start: Recipe, threshold: float, pairs: int):
-        self.measure_fn, self.threshold, self.pairs = measure_fn, threshold, pairs
-        self.best, self.best_rate = start, measure_fn(start)
-        # The best recipe's measurements since it became best; the ones that made it best are
-        # left out (of several noisy candidates, the one kept is more often a lucky one).
-        self.best_rates = [self.best_rate]
-        self.noise = 0.0  # their spread, and no less than the last until there are SETTLED
+    def __init__(self, bench, start: Recipe, how: dict):
+        self.bench, self.how, self.best = bench, how, start
+        self.start_rate = bench(start)  # warms the start recipe up, and the table's first row
 
     def __call__(self, step: Step, name: str | None = None, why: str = "") -> StepResult:
-        candidate = replace(self.best, **step.changes)
-        if self.pairs:
-            best, rates = _alternate(self.measure_fn, self.best, candidate, self.pairs)
-            self.best_rates += best
-            self.best_rate = statistics.median(best)
-        else:
-            rates = [self.measure_fn(candidate)]
-        own = spread(self.best_rates)  # two or three rates understate it: keep the last one
-        self.noise = own if len(self.best_rates) >= SETTLED else max(self.noise, own)
-        rate, best_rate = statistics.median(rates), self.best_rate
-        needed = max(self.threshold, self.noise, spread(rates))
-        change = rate / best_rate - 1
-        kept = change > needed
-        if kept or change < -needed:
-            verdict = f"(beyond {needed:.0%}): " + ("kept" if kept else "dropped")
-        else:
-            verdict = f"(within {needed:.0%}): {NO_DIFFERENCE}, dropped"
-        note = f"{change:+.0%} vs best {verdict}{why}"
+        name, candidate = name or step.name, replace(self.best, **step.changes)
+        if candidate == self.best:
+            note = "not measured: already in the recipe"
+            return StepResult(name, None, False, note, retried=bool(why))
+        verdict = measure_pairs(self.bench, self.best, candidate, **self.how)
+        kept = verdict.verdict == paired.FASTER
         if kept:
-            self.best, self.best_rate, self.best_rates = candidate, rate, []
+            self.best = candidate
         return StepResult(
-            name or step.name, rate, kept, note, best_rate, retried=bool(why), spread=needed
+            name,
+            statistics.median(verdict.candidate),
+            kept,
+            f"{verdict.words}: {'kept' if kept else 'dropped'}{why}",
+            statistics.median(verdict.baseline),
+            bool(why),
+            verdict.ratios,
+            verdict.low,
+            verdict.high,
+            verdict.verdict,
         )
 
     def again(self, step: Step, after: str) -> StepResult:
         """A second verdict on a step dropped before the loader-side step `after` was kept."""
-        name, why = f"{step.name} (re-tried)", f" (re-tried after {after!r} was kept)"
-        if replace(self.best, **step.changes) == self.best:
-            return StepResult(
-                name, None, False, "re-try not needed: already in the recipe", retried=True
-            )
-        return self(step, name, why)
+        return self(step, f"{step.name} (re-tried)", f" (re-tried after {after!r} was kept)")
 
 
-def _alternate(measure_fn, a: Recipe, b: Recipe, repeats: int) -> tuple[list, list]:
-    """The rates of `a` and `b` measured alternately, `repeats` times each."""
-    rates_a, rates_b = [], []
-    for _ in range(repeats):
-        rates_a.append(measure_fn(a))
-        rates_b.append(measure_fn(b))
-    return rates_a, rates_b
-
-
-def spread(rates) -> float:
-    """How far measurements of one recipe lie apart: their range over their median (0 for one
-    measurement)."""
-    rates = list(rates)
-    return (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else 0.0
-
-
-@dataclass(frozen=True)
-class Comparison:
-    naive: float  # median images/s
-    tuned: float
-    repeats: int
-    naive_rates: tuple = ()  # each measurement, in order
-    tuned_rates: tuple = ()
-    threshold: float = 0.03  # the smallest change called a difference, whatever the spread
-
-    @property
-    def speedup(self) -> float:
-        return self.tuned / self.naive
-
-    @property
-    def spread(self) -> float:
-        """The larger spread of the two recipes' own measurements (see `spread`)."""
-        return max(spread(self.naive_rates or [1]), spread(self.tuned_rates or [1]))
-
-    @property
-    def verdict(self) -> str:
-        """ "faster", "slower" or "no difference measured": the change in medians against the
-        spread of the measurements (at least `threshold`)."""
-        needed = max(self.threshold, self.spread)
-        if self.speedup - 1 > needed:
-            return "faster"
-        return "slower" if self.speedup - 1 < -needed else NO_DIFFERENCE
+def measure_pairs(bench, baseline: Recipe, candidate: Recipe, **how) -> paired.Verdict:
+    """`candidate` against `baseline` by `paired.compare`, each measured by `bench` (warmed up
+    first where `bench` can: nothing of the set-up is timed, nor counted in the budget)."""
+    warm = getattr(bench, "warm", None)
+    if warm is not None:
+        warm(baseline)
+        warm(candidate)
+    return paired.compare(lambda: bench(candidate), lambda: bench(baseline), **how)
 
 
 def compare(
-    naive: Recipe,
-    tuned: Recipe,
-    dataset,
+    baseline: Recipe,
+    candidate: Recipe,
+    dataset=None,
     device="cpu",
-    repeats: int = 3,
-    measure_fn: Callable[[Recipe], float] | None = None,
-    **measure_kwargs,
-) -> Comparison:
-    """Naive and tuned measured side by side (alternating, `repeats` times each); medians."""
-    if repeats < 1:
-        raise ValueError(f"repeats={repeats} must be at least 1")
-    if measure_fn is None:
-
-        def measure_fn(recipe):
-            return measure(recipe, dataset, device, **measure_kwargs)
-
-    naive_rates, tuned_rates = _alternate(measure_fn, naive, tuned, repeats)
-    medians = statistics.median(naive_rates), statistics.median(tuned_rates)
-    return Comparison(*medians, repeats, tuple(naive_rates), tuple(tuned_rates))
+    bench: Callable[[Recipe], float] | None = None,
+    budget: float = BUDGET,
+    min_gain: float = paired.MIN_GAIN,
+    max_pairs: int = 200,
+) -> paired.Verdict:
+    """`candidate` against `baseline`, measured in pairs as `tune` measures each step: the
+    Verdict holds the paired ratios (candidate over baseline), their interval, the verdict and
+    every rate measured (`candidate_median`, `baseline_median`)."""
+    bench = Bench(dataset, device) if bench is None else bench
+    how = dict(budget=budget, min_gain=min_gain, max_pairs=max_pairs)
+    return measure_pairs(bench, baseline, candidate, **how)
 
 
 def results_table(results: list[StepResult]) -> str:
-    """The steps as a text table: each candidate's images/s, the best recipe's images/s measured
-    beside it (the two numbers its verdict compares), and the verdict."""
+    """The steps as a text table, one row per verdict: the candidate's median images/s and the
+    best recipe's in the same pairs, how many pairs, the median of their ratios (candidate over
+    best), the 99% interval of that median, and the verdict."""
 
     def rate(value):
         return "-" if value is None else f"{value:,.0f}"
 
-    rows = [[r.step, rate(r.images_per_second), rate(r.best_per_second), r.note] for r in results]
-    return text_table(["step", "images/s", "best, side by side", "verdict"], rows, right=[1, 2])
+    def interval(r):
+        return "-" if r.low is None else f"{r.low:.2f}-{r.high:.2f}x"
+
+    rows = [
+        [
+            r.step,
+            rate(r.images_per_second),
+            rate(r.best_per_second),
+            r.pairs or "-",
+            "-" if r.ratio is None else f"{r.ratio:.2f}x",
+            interval(r),
+            r.note,
+        ]
+        for r in results
+    ]
+    header = ["step", "images/s", "best, paired", "pairs", "ratio", "99% interval", "verdict"]
+    return text_table(header, rows, right=[1, 2, 3, 4, 5])
 
 
 def bottleneck(loader_rate: float, compute_rate: float, measured_rate: float) -> tuple[str, float]:
@@ -358,8 +331,8 @@ def bottleneck(loader_rate: float, compute_rate: float, measured_rate: float) ->
 
 def plot_steps(rows: list[dict], title: str):
     """Bar chart of images/s per tuning step (dicts with step, images_per_second, kept, and
-    best_per_second where recorded): each candidate's bar, and beside it the best recipe's rate
-    measured side by side, the two numbers its verdict compared. Skipped steps are left out;
+    best_per_second where recorded): each candidate's bar (its median rate), and beside it the
+    best recipe's median rate in the same pairs. Skipped steps are left out;
     a record without the best recipe's rates (taken before they were stored) says so in the
     title. Returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
@@ -384,5 +357,29 @@ def plot_steps(rows: list[dict], title: str):
         else "; the best recipe's rates beside each verdict were not recorded"
     )
     ax.set_title(f"{title}\n{legend}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_pairs(results: list[StepResult], title: str, min_gain: float = paired.MIN_GAIN):
+    """Each measured step's paired ratios (dots: the candidate's rate over the best's in one
+    pair), the 99% interval of their median (a bar; green: kept) and the band within which a
+    change is no gain worth keeping (grey). Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in results if r.ratios][::-1]  # first on top
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.8 + 0.35 * len(measured))))
+    ax.axvspan(1 / (1 + min_gain), 1 + min_gain, color="0.9")
+    ax.axvline(1, color="0.5", linewidth=1)
+    for y, r in enumerate(measured):
+        ax.plot(r.ratios, [y] * r.pairs, "o", color="tab:blue", alpha=0.4, markersize=3)
+        if r.low is not None:
+            color = "tab:green" if r.kept else "black"
+            ax.plot([r.low, r.high], [y, y], color=color, linewidth=5, alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_yticks(range(len(measured)), [r.step for r in measured])
+    ax.set_xlabel("candidate's rate / best recipe's rate, per pair (log scale; >1: faster)")
+    legend = "dots: each pair; bars: 99% interval of their median (green: kept)"
+    ax.set_title(f"{title}\n{legend}; grey: within {min_gain:.0%}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -4,7 +4,10 @@ Lesson 08's measuring harness. A `Recipe` says how the CNN is trained: batch siz
 workers, pinned memory, channels_last, autocast, torch.compile, and where batches come from.
 `NAIVE` is the cluster documentation's script as written (course_utils/jobs/train_cifar.py
 defaults). `measure` trains with a Recipe and returns the median images per second of timed
-blocks; `time_loader` times a loader alone. `course_utils.speed` tunes Recipes with them.
+blocks; `time_loader` times a loader alone. `Warm` builds and warms up a Recipe once, then
+times it as often as asked; `Bench` keeps the Recipes being compared warm, so that
+`course_utils.speed` can measure two of them in pairs, back to back (`course_utils.paired`),
+with nothing but steady training inside what is timed.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import contextlib
 import itertools
 import statistics
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from course_utils import data, models, precision, train
+from course_utils import data, models, precision, timing, train
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 LOADERS = ("dataloader", "memory")
@@ -213,6 +217,92 @@ def measure(
         for _ in range(blocks)
     ]
     return statistics.median(rates)
+
+
+class Warm:
+    """One Recipe built and warmed up once, then timed as often as asked.
+
+    Building it pays every one-time cost, untimed: the model and optimizer (compiled if the
+    Recipe says so), its batches (DataLoader workers started; they persist across epochs), and
+    `warmup` training steps (compilation, the first batches, the allocator growing, cuDNN's
+    autotuning); then one steady step, timed, says how long a step takes (afterwards the median
+    step of the last blocks: a burst of other work during the build does not shrink every later
+    block). `rate(seconds)` times one block of as many steady steps as fill `seconds`, between
+    two readings of a clock that synchronizes the device (`timing.synchronizing_clock`), with
+    no synchronization inside.
+    Not torch.utils.benchmark's `blocked_autorange`: it spends an untimed call on every
+    measurement to choose its block size, a whole second step when one step fills the
+    measurement (a large batch on a CPU), and the step's duration is known here already.
+    `build_seconds` says what the set-up cost.
+    """
+
+    def __init__(self, recipe: Recipe, dataset, device="cpu", warmup: int = 2, seed: int = 0):
+        if warmup < 0:
+            raise ValueError(f"warmup={warmup} must be >= 0 (untimed steps before timing)")
+        start = time.perf_counter()
+        self.recipe, self.device = recipe, torch.device(device)
+        self.clock = timing.synchronizing_clock([self.device])
+        self.model, self.optimizer = build(recipe, self.device, seed)
+        self.batches = _endless(make_loader(recipe, dataset, self.device, seed))
+        if warmup:
+            self.train(warmup)
+        self.recent = [self._timed(1)]  # seconds per step: a steady step, then each block's
+        self.build_seconds = time.perf_counter() - start
+
+    @property
+    def step_seconds(self) -> float:
+        return max(statistics.median(self.recent[-5:]), 1e-6)
+
+    def train(self, steps: int) -> None:
+        """`steps` training steps on the next batches (synchronized at both ends)."""
+        batches = itertools.islice(self.batches, steps)
+        train_steps(self.recipe, self.model, self.optimizer, batches, self.device, None)
+
+    def _timed(self, steps: int) -> float:
+        start = self.clock()
+        self.train(steps)
+        return self.clock() - start
+
+    def rate(self, seconds: float = 0.25) -> float:
+        """Images per second of steady training: one block of about `seconds` (one step at
+        least)."""
+        steps = max(1, round(seconds / self.step_seconds))
+        elapsed = self._timed(steps)
+        self.recent = [*self.recent[-4:], elapsed / steps]
+        return steps * self.recipe.batch_size / elapsed
+
+
+class Bench:
+    """Images per second of Recipes, each built and warmed up once (`Warm`) and timed for
+    `seconds` per call: `bench(recipe)`. It keeps the `keep` Recipes it measured last warm (a
+    tuning compares the best with each candidate in turn: the best stays, the candidates
+    before it go, and their DataLoader workers with them). `warm(recipe)` builds one ahead of
+    a comparison and returns it (`build_seconds`: compilation included)."""
+
+    def __init__(
+        self, dataset, device="cpu", seconds: float = 0.25, warmup: int = 2, keep: int = 3
+    ):
+        if seconds <= 0 or keep < 2:
+            raise ValueError(f"seconds={seconds} must be > 0 and keep={keep} >= 2")
+        self.dataset, self.device, self.seconds = dataset, torch.device(device), seconds
+        self.warmup, self.keep = warmup, keep
+        self.running: OrderedDict[Recipe, Warm] = OrderedDict()
+
+    def warm(self, recipe: Recipe) -> Warm:
+        if recipe in self.running:
+            self.running.move_to_end(recipe)
+        else:
+            while len(self.running) >= self.keep:
+                self.running.popitem(last=False)  # the least recently measured
+            self.running[recipe] = Warm(recipe, self.dataset, self.device, self.warmup)
+        return self.running[recipe]
+
+    def __call__(self, recipe: Recipe) -> float:
+        return self.warm(recipe).rate(self.seconds)
+
+    def close(self) -> None:
+        """Let go of every warm Recipe (and its DataLoader workers)."""
+        self.running.clear()
 
 
 def time_loader(loader, batches: int) -> float:

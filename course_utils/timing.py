@@ -68,7 +68,7 @@ def time_fn(
         globals={"fn": fn, "args": args, "kwargs": kwargs},
         num_threads=num_threads or torch.get_num_threads(),
         label=label,
-        timer=_synchronizing_clock(devices),
+        timer=synchronizing_clock(devices),
     )
     m = timer.blocked_autorange(min_run_time=min_run_time)
     return Timing(m.median, m.iqr, len(m.times), m.number_per_run)
@@ -106,7 +106,10 @@ def _devices(args, kwargs) -> list[torch.device]:
     return sorted(found, key=str)
 
 
-def _synchronizing_clock(devices: list[torch.device]):
+def synchronizing_clock(devices: list[torch.device]):
+    """A clock for torch.utils.benchmark.Timer that first waits for `devices`: queued work on
+    them lands inside the measurement (`time_fn`; lesson 08's `throughput.Warm`)."""
+
     def clock() -> float:
         for device in devices:
             synchronize(device)
@@ -188,7 +191,7 @@ def call_spread(
     if calls < 1 or warmup < 0:
         raise ValueError(f"calls={calls} must be >= 1 and warmup={warmup} >= 0")
     devices = [torch.device(sync_device)] if sync_device else _devices(args, kwargs)
-    clock = _synchronizing_clock(devices)
+    clock = synchronizing_clock(devices)
     with set_torch_threads(num_threads or torch.get_num_threads()):
         for _ in range(warmup):
             fn(*args, **kwargs)

@@ -8,7 +8,7 @@ import torch
 
 from benchmarks import __main__ as run_all
 from benchmarks import common, ddp_scaling, h2d_bandwidth, matmul, train_throughput
-from course_utils import speed
+from course_utils import speed, throughput
 
 LABEL = {"benchmark", "device", "device_type", "torch", "date", "torch_threads"}
 
@@ -31,52 +31,53 @@ def commit(request, fake_commands, monkeypatch):
     fake_commands({"git rev-parse": "abc1234\n"})
 
 
-def _fake_rate(recipe, dataset, device, images, warmup):
+class _FakeBench:
     """Images/s of a made-up machine: larger batches x2 each, channels_last x1.5, the rest
     nothing; the real measurement (DataLoader workers included) runs in tests/integration."""
-    rate = 100.0 * {128: 1, 64: 2}[recipe.batch_size]
-    return rate * (1.5 if recipe.channels_last else 1)
+
+    def __init__(self, dataset, device, seconds, warmup):
+        self.seconds, self.closed = seconds, False
+
+    def warm(self, recipe):
+        pass
+
+    def __call__(self, recipe):
+        rate = 100.0 * {128: 1, 64: 2}[recipe.batch_size]
+        return rate * (1.5 if recipe.channels_last else 1)
+
+    def close(self):
+        self.closed = True
 
 
 def test_train_throughput(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(speed, "measure", _fake_rate)
+    monkeypatch.setattr(throughput, "Bench", _FakeBench)
     out = tmp_path / "t.json"
-    args = [
-        "--device",
-        "cpu",
-        "--images",
-        "64",
-        "--repeats",
-        "1",
-        "--dataset-size",
-        "256",
-        "--batch-sizes",
-        "64",
-        "--compile",
-        "no",
-        "--pairs",
-        "1",
-        "--out",
-        str(out),
-    ]
+    args = ["--device", "cpu", "--seconds", "0.01", "--budget", "1", "--dataset-size", "256"]
+    args += ["--batch-sizes", "64", "--compile", "no", "--out", str(out)]
     assert train_throughput.main(args) == 0
     r = _read(out)
     assert r["benchmark"] == "train_throughput" and r["commit"] == "abc1234"
-    assert r["tune_method"] == speed.TUNE_METHOD  # a plot tells it from the old one-pass records
+    assert r["tune_method"] == speed.TUNE_METHOD  # a plot tells it from the older records
+    assert r["settings"]["seconds_per_measurement"] == 0.01
     assert all("best_per_second" in s and "retried" in s for s in r["steps"])
     assert r["steps"][0]["step"] == "baseline (documentation script)"
     kept = [s["step"] for s in r["steps"] if s["kept"]]
     assert kept == ["baseline (documentation script)", "batch size 64", "channels_last"]
+    assert r["steps"][1]["ratios"] == [2.0] * 8 and r["steps"][1]["verdict"] == "faster"
     assert [s["step"] for s in r["steps"] if s["images_per_second"] is None] == [
         "pinned memory, non_blocking",
         "TF32 and cudnn.benchmark",
     ]
     assert r["tuned_changes"] == {"batch_size": 64, "channels_last": True}
     assert (r["naive_images_per_second"], r["tuned_images_per_second"]) == (100.0, 300.0)
-    assert r["speedup"] == 3.0 and r["naive_recipe"]["batch_size"] == 128
-    assert "side by side (1 alternations, medians): naive 100 images/s, tuned 300 images/s" in (
-        capsys.readouterr().out
+    assert r["speedup"] == 3.0 and r["speedup_interval"] == [3.0, 3.0]
+    assert (r["speedup_pairs"], r["speedup_verdict"]) == (8, "faster")
+    assert r["naive_recipe"]["batch_size"] == 128
+    printed = capsys.readouterr().out
+    assert "naive against tuned, in pairs: 3.00x (99% interval 3.00-3.00x, 8 pairs): faster" in (
+        printed
     )
+    assert "medians: naive 100 images/s, tuned 300 images/s" in printed
 
 
 def test_matmul_ratios_and_peak(tmp_path):

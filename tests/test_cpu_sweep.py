@@ -1,8 +1,10 @@
-"""cpu_sweep: the counts lesson 02's sweeps measure, and the words its inter-op cell prints."""
+"""cpu_sweep: the counts lesson 02's sweeps measure, one measurement on a thread count, and the
+words its cells print for a paired comparison."""
 
 import pytest
+import torch
 
-from course_utils import cpu_sweep
+from course_utils import cpu_sweep, hpc, paired, timing
 
 
 @pytest.mark.parametrize(
@@ -28,18 +30,44 @@ def test_counts_refuse_what_is_no_allocation_or_no_start(allocated, start):
 
 
 @pytest.mark.parametrize(
-    ("seconds", "baseline", "words"),
+    ("ratios", "words"),
     [
-        (8.5, 16.6, "1.95x faster than on 1"),
-        (15.5, 16.6, "about as fast as on 1 (within 10%)"),  # 1.07x: no difference worth a word
-        (52.2, 33.0, "1.58x slower than on 1"),
-        (1.0, 140.5, "140x faster than on 1"),
+        (
+            [1.9, 1.95, 1.8, 2.0, 1.97, 1.85, 1.99, 1.93],
+            "1.94x faster than on 1 (99% interval 1.80-2.00x, 8 pairs)",
+        ),
+        (
+            [0.76, 0.8, 0.77, 0.74, 0.79, 0.75, 0.78, 0.77, 0.76],
+            "1.3x slower than on 1 (99% interval 1.25-1.35x, 9 pairs)",
+        ),
+        (
+            [1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99],
+            "about as fast as on 1 (no difference beyond 5%, 8 pairs)",
+        ),
+        (
+            [1.2, 0.9, 1.1, 1.0, 0.95, 1.15, 1.05, 1.0],
+            "undecided after 8 pairs against on 1 (1.02x faster so far)",
+        ),
+        ([0.5, 0.9, 1.1], "undecided after 3 pairs against on 1 (1.11x slower so far)"),
     ],
 )
-def test_compared_says_what_two_timings_show(seconds, baseline, words):
-    assert cpu_sweep.compared(seconds, baseline, "on 1") == words
+def test_compared_says_what_the_pairs_show(ratios, words):
+    """Ratios as paired.compare makes them from timings: the other's seconds over these."""
+    assert cpu_sweep.compared(paired.decide(ratios), "on 1") == words
 
 
-def test_compared_refuses_a_timing_that_is_not_positive():
-    with pytest.raises(ValueError, match="timings must be positive"):
-        cpu_sweep.compared(0.0, 1.0, "on 1")
+def test_on_threads_measures_with_its_count_and_sets_the_allocation_back(monkeypatch):
+    seen = []
+
+    def fake_time_fn(fn, *args, warmup, min_run_time):
+        seen.append((torch.get_num_threads(), warmup))
+        return timing.Timing(0.25, 0.0, 1, 1)
+
+    monkeypatch.setattr(cpu_sweep, "time_fn", fake_time_fn)
+    allocated = hpc.configure_threads()
+    assert cpu_sweep.on_threads(1, print)() == 0.25
+    assert seen == [(1, 0)] and torch.get_num_threads() == allocated
+
+
+def test_on_threads_times_a_real_call():
+    assert 0 < cpu_sweep.on_threads(1, torch.ones, 4)() < 1.0

@@ -53,12 +53,19 @@ def test_07_latency_verdicts_follow_the_rounds_they_print():
         assert bool(none) == (not (ha < lb or la > hb)), (a, b, rounds)
 
 
-# ---- lesson 08: the tuner's verdicts against the spread ---------------------------------------
+# ---- lesson 08: the tuner's verdicts against their intervals ------------------------------
 
 ROW = re.compile(
-    r"^(?P<step>.+?)\s+(?P<rate>[\d,]+)\s+(?P<best>[\d,]+)\s+(?P<change>[+-]\d+)% vs best "
-    r"\((?P<how>beyond|within) (?P<needed>\d+)%\): (?P<verdict>.+)$"
+    r"^(?P<step>.+?)\s+(?P<rate>[\d,]+)\s+(?P<best>[\d,]+)\s+(?P<pairs>\d+)\s+"
+    r"(?P<ratio>[\d.]+)x\s+(?:(?P<low>[\d.]+)-(?P<high>[\d.]+)x|-)\s+(?P<verdict>.+)$"
 )
+# "1.23x (99% interval 1.10-1.40x, 12 pairs): faster", or "... interval none yet, 3 pairs) ..."
+PAIRED = re.compile(
+    r"(?P<ratio>[\d.]+)x \(99% interval (?:(?P<low>[\d.]+)-(?P<high>[\d.]+)x|none yet), "
+    r"(?P<pairs>\d+) pairs?\): (?P<verdict>.+)$",
+    re.MULTILINE,
+)
+MIN_GAIN = 0.05  # paired.MIN_GAIN, the lesson's "within 5%"
 
 
 def _tuning_rows() -> list[dict]:
@@ -71,18 +78,35 @@ def _tuning_rows() -> list[dict]:
     return rows
 
 
-def test_08_each_tuning_verdict_follows_its_rates_and_spread():
+def _want(low, high, pairs: int) -> str:
+    """The verdict an interval, printed to two decimals, allows."""
+    if low is None:
+        return f"undecided after {pairs} pair{'' if pairs == 1 else 's'}"
+    low, high = float(low), float(high)
+    if low > 1.005:
+        return "faster"
+    if high < 0.995:
+        return "slower"
+    if 1 / (1 + MIN_GAIN) + 0.005 < low and high < 1 + MIN_GAIN - 0.005:
+        return "no difference"
+    if low < 0.995 and high > 1.005 and (low < 1 / (1 + MIN_GAIN) - 0.005 or high > 1.055):
+        return f"undecided after {pairs} pairs"
+    return ""  # at the edge, up to rounding: either
+
+
+def _agrees(verdict: str, low, high, pairs: int) -> bool:
+    want = _want(low, high, pairs)
+    return verdict == want if want else verdict != ""
+
+
+def test_08_each_tuning_verdict_follows_its_interval():
     for row in _tuning_rows():
-        rate, best = _number(row["rate"]), _number(row["best"])
-        change, needed = int(row["change"]), int(row["needed"])
-        low, high = (rate - 0.5) / (best + 0.5), (rate + 0.5) / (best - 0.5)  # printed rounded
-        assert 100 * (low - 1) - 0.5 <= change <= 100 * (high - 1) + 0.5, row
-        assert (row["how"] == "within") == (abs(change) <= needed), row  # up to rounding
-        if row["how"] == "within":
-            assert row["verdict"].startswith("no difference measured, dropped"), row
-        else:
-            want = "kept" if change > 0 else "dropped"
-            assert row["verdict"].startswith(want), row
+        pairs, verdict = int(row["pairs"]), row["verdict"]
+        words, _, action = verdict.partition(": ")
+        assert action.startswith("kept" if words == "faster" else "dropped"), row
+        assert _agrees(words, row["low"], row["high"], pairs), row
+        if row["low"] is not None:
+            assert float(row["low"]) <= float(row["ratio"]) <= float(row["high"]), row
 
 
 def _listed(text: str, label: str) -> list[str]:
@@ -94,22 +118,19 @@ def _listed(text: str, label: str) -> list[str]:
 def test_08_what_helped_is_what_the_table_kept():
     rows = _tuning_rows()
     text = _output("08", '("helped here"')
-    kept = [r["step"].strip() for r in rows if r["verdict"].startswith("kept")]
-    same = [r["step"].strip() for r in rows if r["how"] == "within"]
-    assert _listed(text, "helped here") == kept
-    assert _listed(text, "no difference measured") == same
+    for label, words in (
+        ("helped here", "faster"),
+        ("no difference", "no difference"),
+        ("slower here", "slower"),
+        ("undecided", "undecided"),
+    ):
+        want = [r["step"].strip() for r in rows if r["verdict"].startswith(words)]
+        assert _listed(text, label) == want, label
 
 
 @pytest.mark.parametrize("marker", ["comparison = speed.compare(", "mine = speed.compare("])
-def test_08_side_by_side_verdicts_follow_their_spread(marker):
-    text = _output("08", marker)
-    m = re.search(r"([\d.]+)x,? \(?medians of \d alternations, spread (\d+)%\): (.+)$", text, re.M)
-    assert m, text
-    ratio, spread, verdict = float(m[1]), int(m[2]) / 100, m[3]
-    needed = max(0.03, spread)
-    if verdict == "faster":
-        assert ratio - 1 > needed - 0.01
-    elif verdict == "slower":
-        assert 1 - ratio > needed - 0.01
-    else:
-        assert verdict == "no difference measured" and abs(ratio - 1) <= needed + 0.01
+def test_08_paired_verdicts_follow_their_interval(marker):
+    found = list(PAIRED.finditer(_output("08", marker)))
+    assert found
+    for m in found:
+        assert _agrees(m["verdict"], m["low"], m["high"], int(m["pairs"])), m.group(0)

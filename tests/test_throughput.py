@@ -1,6 +1,7 @@
 """course_utils.throughput: recipes, their loaders and model, and the measuring harness."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -73,6 +74,78 @@ def test_measure_takes_the_median_block(monkeypatch):
 
     monkeypatch.setattr(throughput, "train_steps", fake_steps)
     assert throughput.measure(throughput.NAIVE, TINY, images=1280, warmup=1) == 100.0
+
+
+def test_warm_times_steady_training_only(monkeypatch):
+    """The warm-up steps are slow (0.3 s each here: compilation, worker start-up, the first
+    batches); a steady step takes 10 ms: the rate is that of the steady steps."""
+    steps = []
+
+    def fake_steps(recipe, model, optimizer, batches, device, limit):
+        n = len(list(batches))
+        time.sleep((0.01 if steps else 0.3) * n)  # the first call: the warm-up
+        steps.append(n)
+
+    monkeypatch.setattr(throughput, "train_steps", fake_steps)
+    warm = throughput.Warm(throughput.NAIVE, TINY, "cpu", warmup=2)
+    assert steps == [2, 1] and warm.build_seconds >= 0.6  # warm-up, then one steady step
+    rate = warm.rate(seconds=0.1)
+    assert 5 <= steps[-1] <= 10  # one block of steps filling about 0.1 s
+    # about 12,800 images/s (sleep overshoots on a busy machine); with a warm-up step timed
+    # it would be under 1,000
+    assert 128 / 0.01 / 2.5 < rate <= 128 / 0.01
+
+
+def test_warm_sizes_its_blocks_from_the_steps_it_timed_last(monkeypatch):
+    """The steady step timed while building fell in a burst (100 ms); the steps take 10 ms:
+    the blocks grow back to about `seconds` once the recent steps say so."""
+    steps, sleeps = [], iter([0.0, 0.1])  # the warm-up, the burst, then 10 ms per step
+
+    def fake_steps(recipe, model, optimizer, batches, device, limit):
+        n = len(list(batches))
+        time.sleep(next(sleeps, 0.01) * n)
+        steps.append(n)
+
+    monkeypatch.setattr(throughput, "train_steps", fake_steps)
+    warm = throughput.Warm(throughput.NAIVE, TINY, "cpu", warmup=2)
+    for _ in range(4):
+        warm.rate(seconds=0.1)
+    assert steps[2] == 1 and 5 <= steps[-1] <= 10, steps  # 1 step while the burst ruled
+
+
+def test_warm_trains_for_real_and_keeps_its_loader_between_rates():
+    recipe = throughput.Recipe(batch_size=32, channels_last=True)
+    warm = throughput.Warm(recipe, TINY, "cpu", warmup=1)
+    batches, first = warm.batches, warm.rate(seconds=0.05)
+    second = warm.rate(seconds=0.05)
+    assert first > 0 and second > 0 and math.isfinite(first + second)
+    assert warm.batches is batches  # one loader, its workers (if any) started once
+    with pytest.raises(ValueError, match="warmup=-1"):
+        throughput.Warm(recipe, TINY, warmup=-1)
+
+
+def test_bench_keeps_the_recipes_it_measured_last_warm(monkeypatch):
+    built = []
+
+    class FakeWarm:
+        def __init__(self, recipe, dataset, device, warmup):
+            built.append(recipe.batch_size)
+            self.recipe = recipe
+
+        def rate(self, seconds):
+            return 10.0 * self.recipe.batch_size
+
+    monkeypatch.setattr(throughput, "Warm", FakeWarm)
+    bench = throughput.Bench(TINY, "cpu", seconds=0.1)
+    sizes = [128, 256, 128, 256, 512, 128, 512, 1024, 128]  # a best (128) and its candidates
+    rates = [bench(throughput.Recipe(batch_size=b)) for b in sizes]
+    assert rates == [10.0 * b for b in sizes]
+    assert built == [128, 256, 512, 1024]  # the best stays warm throughout
+    assert bench.warm(throughput.Recipe(batch_size=512)).recipe.batch_size == 512  # still warm
+    bench.warm(throughput.Recipe(batch_size=256))  # gone when 1024 came: built again
+    assert built == [128, 256, 512, 1024, 256] and len(bench.running) == 3
+    with pytest.raises(ValueError, match="keep=1"):
+        throughput.Bench(TINY, keep=1)
 
 
 def test_build_and_backend_flags_restore_settings():

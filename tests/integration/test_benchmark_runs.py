@@ -30,12 +30,11 @@ def test_train_throughput_measured_for_real():
     command line and the saved file are tested with injected rates in tests/test_benchmarks.py."""
     r = train_throughput.run(
         torch.device("cpu"),
-        images=64,
-        repeats=1,
+        seconds=0.02,
+        budget=0.5,
         compile=False,
         batch_sizes=(64,),
         dataset_size=256,
-        pairs=1,
     )
     assert r["torch"] == torch.__version__ and r["device_type"] == "cpu"
     measured = [s for s in r["steps"] if s["images_per_second"] is not None]
@@ -44,5 +43,6 @@ def test_train_throughput_measured_for_real():
     assert all(s["step"].endswith("(re-tried)") for s in measured if s["retried"])
     assert r["tune_method"] == speed.TUNE_METHOD
     assert all(s["images_per_second"] > 0 for s in measured)
+    assert all(s["ratios"] for s in measured[1:])  # each verdict from its pairs
     naive, tuned = r["naive_images_per_second"], r["tuned_images_per_second"]
-    assert naive > 0 and tuned > 0 and r["speedup"] == pytest.approx(tuned / naive)
+    assert naive > 0 and tuned > 0 and r["speedup"] > 0 and r["speedup_pairs"] >= 1

@@ -3,9 +3,12 @@
 01.1 and 01.2 are measurements: the learner's function times its own work with
 torch.utils.benchmark on a batch the checker draws, and a probe in the learner's process reports
 what that run produced (the tensors' memory, the Measurements). The checker then times the same
-two things itself and requires each of the learner's medians to be of the same size as its own
-time of that operation, and nearer to it than to its time of the other: a Timer of
-`pass`, or of a view where the copy should be, is far off.
+two things itself, in pairs, back to back, alternating (`paired.compare`, the course's one
+rule for two timings), and requires each of the learner's medians to be of the same size as
+its own time of that operation, and nearer to it than to its time of the other: a Timer of
+`pass`, or of a view where the copy should be, is far off. The learner's two medians must also
+differ as the checker's pairs do: the slower operation at least 1/SAME_SIZE of the ratio the
+checker measured times the faster one.
 01.3 hands `to_numpy` a tensor that requires grad, a CPU tensor (its memory must be shared) and
 a tensor that behaves as a GPU tensor does (`evidence.ReportsCuda`), so an answer that would
 fail on a GPU fails here.
@@ -17,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils import benchmark
 
+from course_utils import paired
 from course_utils.grading import call_answer, exercise, expect, held_out, run_probe
 from course_utils.grading.probes.lesson01 import (
     BATCH,
@@ -28,12 +32,31 @@ from course_utils.grading.probes.lesson01 import (
 )
 
 SAME_SIZE = 10.0  # the learner's median within this factor of the checker's own: what was timed
-MIN_RUN = 0.1  # seconds of the checker's own timing of each statement
+MIN_RUN = 0.02  # seconds of each of the checker's own measurements, two per pair
+BUDGET = 2.0  # seconds of pairs: a hundredfold ratio is decided in 8 pairs, well within
 
 
-def _own_median(stmt: str, **names) -> float:
-    """The checker's own measurement of `stmt` (in the judge, on the same machine)."""
-    return benchmark.Timer(stmt, globals=names).blocked_autorange(min_run_time=MIN_RUN).median
+def _own_pair(fast: tuple, slow: tuple) -> paired.Verdict:
+    """The checker's own times of two statements ((stmt, globals) each), measured in pairs on
+    the same machine; `candidate` holds the slow one's times, `baseline` the fast one's."""
+
+    def timing(stmt, names):
+        timer = benchmark.Timer(stmt, globals=names)
+        return lambda: timer.blocked_autorange(min_run_time=MIN_RUN).median
+
+    return paired.compare(timing(*slow), timing(*fast), higher_is_faster=False, budget=BUDGET)
+
+
+def _slower(fast: float, slow: float, own: paired.Verdict, what: str, hint: str) -> None:
+    """The learner's slow median over their fast one, against the checker's paired ratio."""
+    measured = 1 / own.ratio  # how many times the slow one takes, in the checker's pairs
+    least = max(1.0, measured / SAME_SIZE)
+    expect(
+        slow > least * fast,
+        f"{hint}: at least {least:.3g}x (the check measured {measured:.3g}x, in {own.pairs} pairs)",
+        f"{slow / fast:.3g}x",
+        what,
+    )
 
 
 def _timed(
@@ -96,16 +119,12 @@ def check_flatten(batch_flatten, view_and_copy_costs, seed: int = 0):
         f"{records['copy_bytes']}",
         what,
     )
-    view_own = _own_median("x.flatten(1)", x=images)
-    copy_own = _own_median("v.clone()", v=images.flatten(1))
+    own = _own_pair(("x.flatten(1)", {"x": images}), ("v.clone()", {"v": images.flatten(1)}))
+    view_own, copy_own = own.baseline_median, own.candidate_median
     view = _timed(records, "view_time", "the view", view_own, what, ("the copy", copy_own))
     copy = _timed(records, "copy_time", "the copy", copy_own, what, ("the view", view_own))
-    expect(
-        copy > 3 * view,
-        "the copy several times slower than the view (it moves every byte)",
-        "a copy about as fast as the view: time the copy itself, not a view",
-        what,
-    )
+    hint = "the copy slower than the view (it moves every byte; time the copy itself)"
+    _slower(view, copy, own, what, hint)
     return f"the view shares the batch's {images.nbytes:,} bytes; the copy takes as many again"
 
 
@@ -151,17 +170,13 @@ def check_standardize(standardize, broadcast_vs_loop, seed: int = 0):
         "other values",
         what,
     )
-    fast_own = _own_median("f(x)", f=_standardized, x=big)
-    slow_own = _own_median("f(x)", f=_loop, x=big)
+    own = _own_pair(("f(x)", {"f": _standardized, "x": big}), ("f(x)", {"f": _loop, "x": big}))
+    fast_own, slow_own = own.baseline_median, own.candidate_median
     loop = "a loop over the columns"
     fast = _timed(records, "broadcast_time", "standardize(x)", fast_own, what, (loop, slow_own))
     slow = _timed(records, "loop_time", loop, slow_own, what, ("broadcasting", fast_own))
-    expect(
-        slow > 1.5 * fast,
-        "the loop over columns slower than broadcasting",
-        "a loop as fast as broadcasting: time a Python loop over the columns",
-        what,
-    )
+    hint = "the loop over columns slower than broadcasting (time a Python loop over them)"
+    _slower(fast, slow, own, what, hint)
     return f"broadcasting beats a loop over {COLUMNS[1]} columns, measured by torch.utils.benchmark"
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from lessons01_02_answers import broadcast_vs_loop, flatten, standardize, view_and_copy_costs
 
+from course_utils import paired
 from course_utils.grading import CheckFailed, run_check
 from course_utils.grading.checks import lesson01
 
@@ -63,6 +64,42 @@ def test_a_timing_must_be_nearer_the_operation_it_names_than_the_other(median, p
     else:
         with pytest.raises(CheckFailed, match=r"^w: expected loop_time: the time of a loop, about"):
             lesson01._timed(records, "loop_time", "a loop", own, "w", other)
+
+
+@pytest.mark.parametrize(
+    ("slow", "passes"),
+    [(4.0e-2, True), (5.0e-3, True), (3.5e-3, False), (1.5e-3, False)],
+)
+def test_the_learners_two_timings_must_differ_as_the_checks_pairs_do(slow, passes):
+    """The check's own pairs: the loop 40 times broadcasting's 1 ms (ratios 1/45 to 1/35).
+    The learner's loop must take at least 40 / SAME_SIZE = 4 times their broadcasting."""
+    own = paired.decide([1 / r for r in (35, 38, 39, 40, 40, 41, 42, 44, 45)])
+    assert own.verdict == "slower" and 1 / own.ratio == pytest.approx(40)
+    if passes:
+        lesson01._slower(1e-3, slow, own, "w", "the loop slower")
+    else:
+        with pytest.raises(CheckFailed, match=r"^w: expected the loop slower: at least 4x \(the"):
+            lesson01._slower(1e-3, slow, own, "w", "the loop slower")
+
+
+def test_the_checks_own_timings_are_paired(monkeypatch):
+    """Both statements timed by paired.compare, alternating, the slow one as the candidate (the
+    machine's answers injected: 1 us and 100 us): their medians are the references a learner's
+    timings are held to."""
+    timed = []
+
+    class FakeTimer:
+        def __init__(self, stmt, globals):
+            self.stmt = stmt
+
+        def blocked_autorange(self, min_run_time):
+            timed.append(self.stmt)
+            return type("M", (), {"median": {"fast()": 1e-6, "slow()": 1e-4}[self.stmt]})
+
+    monkeypatch.setattr(lesson01.benchmark, "Timer", FakeTimer)
+    own = lesson01._own_pair(("fast()", {}), ("slow()", {}))
+    assert timed[:4] == ["slow()", "fast()", "fast()", "slow()"] and own.pairs == 8
+    assert (own.baseline_median, own.candidate_median, own.verdict) == (1e-6, 1e-4, "slower")
 
 
 def test_to_numpy():
