@@ -29,6 +29,7 @@ tests; docs/conventions.md says what goes where. Lesson helpers that notebooks i
     sbatch.py             a batch script's #SBATCH header, read as Slurm does
     accounting.py         Slurm's accounting record of a job, and seff's efficiencies
     notebook_code.py      a function defined in a notebook cell, run as a module of its own
+    answer_jobs.py        a learner's function as a Slurm job they submit (02.2, 08.3)
     checkpoint.py         complete, atomic, safe checkpoints
     lightning_helpers.py  the lesson CNN as a LightningModule, and Lightning's checkpoints
     export.py             a trained model to a file a C++ program loads

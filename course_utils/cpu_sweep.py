@@ -64,3 +64,17 @@ def compared(verdict: paired.Verdict, other: str) -> str:
         return f"about as fast as {other} (no difference beyond {verdict.min_gain:.0%}, {n} pairs)"
     so_far = f"{ratio:.3g}x faster" if ratio >= 1 else f"{1 / ratio:.3g}x slower"
     return f"{verdict.words} against {other} ({so_far} so far)"
+
+
+def rates_text(rates: dict) -> str:
+    """The sweep's result as a job leaves it in sacct's record: '1:812.4,2:1490.0'."""
+    return ",".join(f"{n}:{rate:.1f}" for n, rate in sorted(rates.items()))
+
+
+def parse_rates(text: str) -> dict[int, float]:
+    """`rates_text` read back; ValueError naming the text where it is not one."""
+    try:
+        pairs = [item.split(":") for item in text.split(",")]
+        return {int(n): float(rate) for n, rate in pairs}
+    except ValueError:
+        raise ValueError(f"{text!r} is not a sweep's rates ('1:812.4,2:1490.0')") from None

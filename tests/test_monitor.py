@@ -50,8 +50,10 @@ def test_cpu_probe_sees_a_busy_loop_as_this_process_s_clocks_do():
     busy, half = one()["cpu %"], two()["cpu %"]
     t3, c3 = time.perf_counter(), time.process_time()
     low, high = 100 * (c2 - c1) / (t3 - t0), 100 * (c3 - c0) / (t2 - t1)
-    assert 0 < low <= busy <= min(high, 100)  # one busy thread: never over the CPUs it may use
-    assert low / 2 <= half <= min(high / 2, 100)  # the same time, in % of two CPUs
+    # Other threads of this process (an earlier test's) can add CPU time inside the bracket: the
+    # probe counts them too, and caps at the CPUs it may use.
+    assert 0 < min(low, 100) <= busy <= min(high, 100)  # one busy thread: never over its CPUs
+    assert min(low / 2, 100) <= half <= min(high / 2, 100)  # the same time, in % of two CPUs
     time.sleep(0.2)
     assert one()["cpu %"] < 10  # asleep: no CPU time, whatever else the machine runs
 

@@ -1,6 +1,7 @@
 """Programs a launcher starts: `python -m course_utils.jobs.NAME`, under srun or torchrun.
 
     train_cifar.py       lesson 02's training script: one device    slurm/cpu_job.sh, gpu_job.sh
+    thread_sweep.py      a learner's thread_rates on lesson 02's step (exercise 02.2's job)
     single_process.py    the smallest training program (lesson 05's starting point)
     ddp_minimal.py       the same, data-parallel: lesson 05's diff
     ddp_exercise.py      runs a learner's train_ddp under torchrun (exercise 05.1's check)
@@ -16,6 +17,7 @@
                          stand-in
     faulty_ddp.py        a training loop that fails on purpose, one way at a time (09)
     stacks.py            py-spy every rank of a Slurm job on this node (09)  slurm/stacks.sh
+    bottleneck_job.py    a learner's name_the_bottleneck on two profiled jobs (08.3's job)
     memory_peak.py       peak memory of a step: big batch, accumulation, checkpointing (09)
     loader_memory.py     DataLoader workers that each copy a file, or share it (09)
                          (slurm/loader_oom.sh)

@@ -19,5 +19,7 @@ their declarations without importing them (grading/catalog.py). Never shown insi
     lesson10.py             the cluster lab, graded on the learner's own runs
     lesson10_cases.py       the cases lesson 10's checks bring beside the learner's runs
     slurm_record.py         a learner's job as evidence: Slurm's record, held to the course
+    answer_job_records.py   02.2's and 08.3's jobs (a learner's function run by the course's
+                            program) as Slurm recorded them
     traces.py               Chrome traces as the judge reads them (03.4 and 04.3)
 """

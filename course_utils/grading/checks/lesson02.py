@@ -29,6 +29,7 @@ from course_utils.grading import (
     held_out,
     run_probe,
 )
+from course_utils.grading.checks import answer_job_records, slurm_record
 from course_utils.grading.probes import lesson02 as probes
 
 SAME_SIZE = 10.0  # the learner's figure within this factor of the judge's own measurement
@@ -159,11 +160,21 @@ def verify_thread_rates(report: dict, batch_size: int, own_seconds: float, wall:
 
 
 @exercise("02.2", "measure the training step's throughput at each thread count you were given")
-def check_thread_rates(thread_rates, batch_size: int = probes.STEP_BATCH, cpus=None):
+def check_thread_rates(thread_rates, jobs=None, batch_size: int = probes.STEP_BATCH, cpus=None):
+    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "THREAD_JOBS")
+    if named:
+        digest = run_probe(probes.thread_rates_digest, thread_rates)
+        for job_id in named:
+            answer_job_records.thread_sweep(job_id, digest)
+    else:
+        slurm_record.needs_a_job("02.2", "the sbatch command the cell after the check prints")
     start = time.perf_counter()
     report = run_probe(probes.run_thread_rates, thread_rates, batch_size=batch_size, cpus=cpus)
     wall = time.perf_counter() - start
-    return verify_thread_rates(report, batch_size, own_step_seconds(), wall)
+    passed = verify_thread_rates(report, batch_size, own_step_seconds(), wall)
+    here = "your thread_rates run by the check on its own step, here"
+    slurm_record.note(f"and {here}" if named else here)
+    return passed
 
 
 # ---- 02.3 ---------------------------------------------------------------------------------
@@ -362,7 +373,7 @@ def check_bundle_header(gpu_job_header):
 
 
 @held_out("02.2", cases=1)
-def held_out_thread_rates(rng, thread_rates):
+def held_out_thread_rates(rng, thread_rates, jobs=None):
     """Another batch size: rates worked out for the visible 256 images fail it."""
     check_thread_rates(thread_rates, batch_size=rng.choice([64, 128, 512]))
 

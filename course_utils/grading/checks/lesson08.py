@@ -27,7 +27,9 @@ from course_utils.grading import (
     held_out,
     run_probe,
 )
+from course_utils.grading.checks import answer_job_records, slurm_record
 from course_utils.grading.probes import lesson08 as probes
+from course_utils.jobs.bottleneck_job import PROFILE_JOBS
 
 SAME_SIZE = 3.0  # the learner's rate within this factor of the judge's own timing
 SLACK = 1.5  # a rate this far below what the loader's own log saw (the learner's loop overhead)
@@ -155,15 +157,24 @@ def check_bottleneck(bottleneck):
     "profile your own training step and name its bottleneck",
     allows=("opens or removes files",),
 )
-def check_name_the_bottleneck(name_the_bottleneck):
+def check_name_the_bottleneck(name_the_bottleneck, jobs=None):
+    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "BOTTLENECK_JOBS")
+    if named:
+        digest = run_probe(probes.name_the_bottleneck_digest, name_the_bottleneck)
+        for job_id in named:
+            answer_job_records.bottleneck(job_id, digest)
+    else:
+        slurm_record.needs_a_job("08.3", "the sbatch command the cell after the check prints")
     found = run_probe(probes.run_name_the_bottleneck, name_the_bottleneck)
     if not any(job["reads"] for job in found.values()):
         raise NotAttempted(
             "run the jobs first: your name_the_bottleneck returned without training on the "
             "loader it was given (profile a few steps of profiling.documentation_loop)"
         )
-    for kind in probes.PROFILE_JOBS:
+    for kind in PROFILE_JOBS:
         verify_job(kind, found[kind])
+    here = "your function run by the check on its own two jobs, here"
+    slurm_record.note(f"and {here}" if named else here)
     # the shares vary from run to run; the pass line does not (nbval compares it)
     return "your traces of the check's compute-bound and loader-bound jobs, each named right"
 
@@ -232,7 +243,7 @@ def _fetches(events: list, where: str) -> list[dict]:
 
 def verify_job(kind: str, got: dict) -> float:
     """One job's answer against its trace, read by the judge; the loading share."""
-    batch, delay = probes.PROFILE_JOBS[kind]
+    batch, delay = PROFILE_JOBS[kind]
     where = f"on the check's {kind}-bound job"
     events = got["events"]
     expect(

@@ -21,8 +21,9 @@ import re
 import shutil
 from dataclasses import dataclass
 
-from course_utils import accounting
-from course_utils.grading import CheckFailed, NotAttempted, exercises
+from course_utils import accounting, witness
+from course_utils.answer_jobs import AnswerJob
+from course_utils.grading import CheckFailed, NotAttempted, exercises, expect
 
 JOB_ID = re.compile(r"^\d+(_\d+)?$")  # 4217, or an array task 4217_3
 
@@ -123,9 +124,14 @@ def learner_job(job_id: str, exercise_id: str) -> accounting.JobRecord:
     return record
 
 
+def job_line(record: accounting.JobRecord):
+    """The job's own line of sacct (its allocation), not one of its steps; None if missing."""
+    return next((s for s in record.steps if not s.is_step), None)
+
+
 def allocation(record: accounting.JobRecord) -> str:
     """'2 nodes x 2 tasks, 8 CPUs' from the job's own line and its largest step."""
-    job = next((s for s in record.steps if not s.is_step), None)
+    job = job_line(record)
     steps = [s for s in record.steps if s.is_step and s.job_id.split(".")[-1].isdigit()]
     tasks = max((s.tasks or 0 for s in steps), default=0)
     nodes = job.nodes if job else 0
@@ -134,7 +140,7 @@ def allocation(record: accounting.JobRecord) -> str:
     tasks = tasks or 1
     shape = f"{nodes} node{'s' * (nodes != 1)} x {tasks} task{'s' * (tasks != 1)}"
     gpu_text = f", {gpus} GPU{'s' * (gpus != '1')}" if gpus else ""
-    return shape + f", {cpus} CPUs" + gpu_text
+    return shape + f", {cpus} CPU{'s' * (cpus != 1)}" + gpu_text
 
 
 def note(text: str) -> None:
@@ -147,3 +153,35 @@ def sacct_evidence(record: accounting.JobRecord) -> str:
     runs = f", {len(record.runs)} runs" if len(record.runs) > 1 else ""
     stored = "script stored" if record.script else "no script stored"
     return f"sacct {record.job_id}: {allocation(record)}, {record.state}{runs}, {stored}"
+
+
+def answer_job(job_id: str, exercise_id: str, job: AnswerJob, digest: str | None) -> tuple:
+    """A job the learner names for `job` (answer_jobs): theirs for the course (`learner_job`),
+    the lesson's script as Slurm stored it, COMPLETED, run on the function in the learner's cell
+    now (`digest`: its digest on the job's command line and in its result). Returns the record
+    and what the program left in the job's comment after the digest."""
+    record = learner_job(job_id, exercise_id)
+    what = f"job {job_id}"
+    stored = (record.script or "").strip()
+    expect(
+        stored == job.script().strip(),
+        f"the lesson's {job.script_name} as Slurm stored it",
+        "another script" if stored else "no script stored",
+        what,
+    )
+    expect(record.state == "COMPLETED", "a COMPLETED job", record.state, what)
+    expect(
+        digest is not None and f"--digest {digest}" in record.submit_line,
+        f"a run of the {job.function} in your cell now (--digest {digest})",
+        "a run of another version: write the job again, submit it, and name the new id",
+        what,
+    )
+    result = witness.from_job_record(record.comment) or ""
+    prefix = f"digest {digest} "
+    expect(
+        result.startswith(prefix),
+        "the result the program left in the job's record",
+        record.comment or "none (did the program finish?)",
+        what,
+    )
+    return record, result[len(prefix) :]

@@ -18,7 +18,7 @@ import unittest.mock
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from course_utils import hpc
+from course_utils import answer_jobs, hpc
 from course_utils.grading import probe
 from course_utils.grading.judge.evidence import outcome
 
@@ -100,6 +100,16 @@ def run_thread_rates(thread_rates, batch_size: int, cpus=None):
     finally:
         hpc.configure_threads()
     return {"rates": rates, "calls": step.calls, "allocated": allocated, "restored": restored}
+
+
+@probe("02.2/digest")
+def thread_rates_digest(thread_rates) -> str | None:
+    """The digest of the learner's thread_rates as their cell defines it now (its job's command
+    line carries the digest of the version it ran); None where Python cannot read its source."""
+    try:
+        return answer_jobs.answer_digest(thread_rates)
+    except ValueError:
+        return None
 
 
 # ---- 02.3 ---------------------------------------------------------------------------------

@@ -8,61 +8,15 @@ traces their function wrote. The judge reads each trace itself (checks/lesson08.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from course_utils import data, profiling, throughput
+from course_utils import answer_jobs, profiling
 from course_utils.grading import probe
-
-SLOW_READ = 8e-3  # seconds per image of the loader-bound job: 16 images, 128 ms per batch
-
-
-class CountedImages(torch.utils.data.Dataset):
-    """A data set that counts its reads; each read sleeps `delay` seconds (a large JPEG)."""
-
-    def __init__(self, dataset, delay: float = 0.0):
-        self.dataset, self.delay, self.reads = dataset, delay, 0
-
-    def __len__(self):
-        return len(self.dataset)
-
-    def __getitem__(self, i):
-        if self.delay:
-            time.sleep(self.delay)
-        self.reads += 1
-        return self.dataset[i]
-
-
-# name: (batch size, seconds per image read)
-PROFILE_JOBS = {"compute": (128, 0.0), "loader": (16, SLOW_READ)}
-
-
-def _profile_job(batch: int, delay: float):
-    """A job to profile on the CPU, its model warmed up by one step first (oneDNN's first call
-    is slow): a fast loader (compute limits it) or one that takes about 130 ms per batch of 16,
-    many times the step's computation even on a busy machine (loading limits it)."""
-    images = CountedImages(data.SyntheticCIFAR10(train=True, size=256), delay)
-    model, optimizer = throughput.build(throughput.NAIVE, "cpu")
-    model(torch.randn(batch, 3, 32, 32)).sum().backward()
-    optimizer.zero_grad(set_to_none=True)
-    loader = torch.utils.data.DataLoader(images, batch_size=batch, shuffle=True)
-    return images, model, loader, optimizer
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """One torch thread while the jobs run: on a busy machine, threads that wait for each
-    other at every operator make the computation's time swing by ten times and more."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+from course_utils.jobs.bottleneck_job import PROFILE_JOBS, one_thread, profile_job
 
 
 def _events(trace_path: Path) -> list | None:
@@ -81,9 +35,9 @@ def _events(trace_path: Path) -> list | None:
 def run_name_the_bottleneck(name_the_bottleneck):
     """In the learner's process: each job through their function, and the trace it wrote."""
     found = {}
-    with tempfile.TemporaryDirectory() as tmp, _one_thread():
-        for kind, (batch, delay) in PROFILE_JOBS.items():
-            images, model, loader, optimizer = _profile_job(batch, delay)
+    with tempfile.TemporaryDirectory() as tmp, one_thread():
+        for kind in PROFILE_JOBS:
+            images, model, loader, optimizer = profile_job(kind)
             trace = Path(tmp) / f"{kind}-bound.json"
             start = time.perf_counter()
             answer = name_the_bottleneck(model, loader, optimizer, trace)
@@ -95,6 +49,16 @@ def run_name_the_bottleneck(name_the_bottleneck):
                 "seconds": seconds,
             }
     return found
+
+
+@probe("08.3/digest")
+def name_the_bottleneck_digest(name_the_bottleneck) -> str | None:
+    """The digest of the learner's function as their cell defines it now (its job's command
+    line carries the digest of the version it ran); None where Python cannot read its source."""
+    try:
+        return answer_jobs.answer_digest(name_the_bottleneck)
+    except ValueError:
+        return None
 
 
 # ---- 08.1 ---------------------------------------------------------------------------------

@@ -1,15 +1,21 @@
-"""The exercises graded on the learner's own job (00.1, 05.3, 06.4, 09.3): each passes on
-Slurm's record of a right job and fails, with the reason, on a wrong one. Slurm's answers are
-canned in the shapes the CI cluster gave (tests/integration/test_grader_class.py grades a real
-class's jobs)."""
+"""The exercises graded on the learner's own job (00.1, 02.2, 05.3, 06.4, 08.3, 09.3): each
+passes on Slurm's record of a right job and fails, with the reason, on a wrong one. Slurm's
+answers are canned in the shapes the CI cluster gave (tests/integration/test_grader_class.py
+grades a real class's jobs)."""
 
 import pytest
 from lesson05_answers import ddp_header
 
-from course_utils import accounting, ddp_jobs
+from course_utils import accounting, answer_jobs, ddp_jobs
 from course_utils.failing import failures
-from course_utils.grading import run_check
-from course_utils.grading.checks import lesson05, lesson06_resume, lesson09_references, slurm_record
+from course_utils.grading import FAILED, CheckFailed, run_check
+from course_utils.grading.checks import (
+    answer_job_records,
+    lesson05,
+    lesson06_resume,
+    lesson09_references,
+    slurm_record,
+)
 
 DOCTOR = """#!/bin/bash
 #SBATCH --job-name=doctor
@@ -146,3 +152,74 @@ def test_06_4_a_requeued_job_that_resumed_exactly_passes(slurm):
                            step=step.replace("--threads 2", "--threads 1"))  # fmt: skip
     slurm(steps("7", 2, 1, 1), other_threads, "#!/bin/bash\n")
     assert "bitwise equal to the check's own" in run_check("06.4", lambda *a: None, ["7"]).message
+
+
+# ---- 02.2 and 08.3: a learner's function run as their job (answer_jobs) ----------------------
+
+
+def thread_rates(step, batch_size):  # the learner's cell, as the job's --digest names it
+    return {}
+
+
+def name_the_bottleneck(model, loader, optimizer, trace_path):
+    return "compute"
+
+
+def answer_record(slurm, job, fn, result, cpus=2, state="COMPLETED", script=None, digest=None):
+    """Slurm's record of `job` run on `fn`: its digest on the command line, `result` left in
+    its comment by the program."""
+    digest = digest or answer_jobs.answer_digest(fn)
+    line = f"sbatch --parsable {job.script_name} --answer a.py --digest {digest}"
+    comment = f"course:digest {digest} {result}"
+    slurm(
+        steps("7", cpus, 1, 1, state), owners("7", (state,), comment, line), script or job.script()
+    )
+    return answer_jobs.answer_digest(fn)
+
+
+def test_02_2_the_sweep_job_s_rates_cover_the_job_s_cpus(slurm):
+    digest = answer_record(slurm, answer_jobs.THREAD_SWEEP, thread_rates, "rates 1:100.0,2:180.0")
+    answer_job_records.thread_sweep("7", digest)  # passes: nothing raised
+    slurm_record._CLAIMED.clear()
+    answer_record(slurm, answer_jobs.THREAD_SWEEP, thread_rates, "rates 1:100.0,2:180.0", cpus=4)
+    with pytest.raises(CheckFailed, match=r"expected rates at \[1, 2, 4\] thread\(s\), the counts"):
+        answer_job_records.thread_sweep("7", digest)
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"result": "rates 1:100.0,2:900.0"}, "at most 2 x the 1-thread rate"),
+        ({"result": "rates fast"}, "expected the rates the job measured"),
+        ({"state": "FAILED"}, "expected a COMPLETED job"),
+        ({"script": "#!/bin/bash\nsrun python mine.py\n"}, "the lesson's 02.2-job.sh"),
+        ({"digest": "0123456789abcdef"}, "a run of another version"),
+    ],
+)
+def test_02_2_a_job_that_is_not_the_sweep_earns_nothing(slurm, change, said):
+    fields = {"result": "rates 1:100.0,2:180.0", **change}
+    answer_record(slurm, answer_jobs.THREAD_SWEEP, thread_rates, **fields)
+    got = run_check("02.2", thread_rates, ["7"])
+    assert got.verdict == FAILED and said in got.message, got.message
+
+
+def test_08_3_each_job_named_as_its_loading_share_says(slurm):
+    good = "compute 0.04 compute loader 0.93 loader"
+    digest = answer_record(slurm, answer_jobs.BOTTLENECK, name_the_bottleneck, good)
+    answer_job_records.bottleneck("7", digest)
+    for result, said in [
+        ("compute 0.04 loader loader 0.93 loader", "expected 'compute' for the compute-bound"),
+        ("compute 0.70 loader loader 0.93 loader", "the compute-bound job's profile"),
+        ("compute", "each job's loading share and the name given"),
+    ]:
+        slurm_record._CLAIMED.clear()
+        answer_record(slurm, answer_jobs.BOTTLENECK, name_the_bottleneck, result)
+        with pytest.raises(CheckFailed, match=said):
+            answer_job_records.bottleneck("7", digest)
+
+
+def test_another_learner_s_job_earns_nothing(slurm):
+    answer_record(slurm, answer_jobs.THREAD_SWEEP, thread_rates, "rates 1:100.0,2:180.0")
+    slurm_record.set_course(slurm_record.Course("learner2", "course"))
+    got = run_check("02.2", thread_rates, ["7"])
+    assert "expected a job submitted by learner2, got one submitted by learner1" in got.message

@@ -1,0 +1,61 @@
+"""Run a learner's `thread_rates` on the lesson's training step, in a job: exercise 02.2's job.
+
+    sbatch --parsable --export=ALL,COURSE_DIR=... runs/02/job/02.2-job.sh \\
+        --answer runs/02/job/thread_rates_yours.py --digest 3f2a...
+
+The step is lesson 02's: one SGD step of the lesson's Net on a batch of 256 synthetic images.
+The learner's function measures it at every count of `cpu_sweep.counts` up to the CPUs the job
+was given; the program prints the rates and, in a Slurm job, leaves them in the job's comment
+(`witness.to_job_record`: "digest D rates 1:812.4,2:1490.0"), where the judge reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from course_utils import answer_jobs, cpu_sweep, hpc, models, witness
+from course_utils.data import SyntheticCIFAR10, make_loader
+
+BATCH = 256
+
+
+def lesson_step():
+    """The lesson's training step: SGD on Net, one batch of 256 synthetic images."""
+    torch.manual_seed(0)
+    inputs, targets = next(iter(make_loader(SyntheticCIFAR10(size=BATCH), batch_size=BATCH)))
+    model = models.Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def train_step():
+        optimizer.zero_grad()
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+
+    return train_step
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--answer", required=True, help="the learner's thread_rates, a module")
+    parser.add_argument("--digest", required=True, help="the digest of its source")
+    args = parser.parse_args(argv)
+    thread_rates = answer_jobs.load(args.answer, "thread_rates")
+    hpc.configure_threads()
+    rates = thread_rates(lesson_step(), BATCH)
+    try:
+        result = cpu_sweep.rates_text(rates)
+    except (AttributeError, TypeError, ValueError):
+        print(f"thread_rates returned {rates!r}: expected {{threads: images per second}}")
+        return 1
+    for n, rate in sorted(rates.items()):
+        print(f"{n} thread(s): {rate:8,.0f} images/s")
+    print(f"allocated CPUs: {hpc.allocated_cpus()}")
+    witness.to_job_record(f"digest {args.digest} rates {result}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""The programs of 02.2's and 08.3's jobs (answer_jobs) on a learner's function, in this
+process: what they print and leave for sacct, and the answers they refuse. Their runs as real
+Slurm jobs are tests/integration/test_grader_class.py's."""
+
+from course_utils import witness
+from course_utils.jobs import bottleneck_job, thread_sweep
+
+
+def _answer(tmp_path, source: str):
+    path = tmp_path / "answer.py"
+    path.write_text(source)
+    return str(path)
+
+
+def test_the_sweep_prints_each_count_and_leaves_the_rates(tmp_path, capsys, monkeypatch):
+    left = []
+    monkeypatch.setattr(witness, "to_job_record", left.append)
+    answer = _answer(
+        tmp_path,
+        "def thread_rates(step, batch_size):\n    step()\n    return {1: 800.0, 2: 1500.0}\n",
+    )
+    assert thread_sweep.main(["--answer", answer, "--digest", "d1"]) == 0
+    said = capsys.readouterr().out
+    assert "1 thread(s):      800 images/s" in said and "2 thread(s):    1,500 images/s" in said
+    assert left == ["digest d1 rates 1:800.0,2:1500.0"]
+
+
+def test_the_sweep_refuses_what_is_not_rates(tmp_path, capsys, monkeypatch):
+    left = []
+    monkeypatch.setattr(witness, "to_job_record", left.append)
+    answer = _answer(tmp_path, "def thread_rates(step, batch_size):\n    return [800.0]\n")
+    assert thread_sweep.main(["--answer", answer, "--digest", "d1"]) == 1
+    assert "expected {threads: images per second}" in capsys.readouterr().out
+    assert left == []
+
+
+def test_the_bottleneck_job_needs_the_trace_it_names(tmp_path, capsys, monkeypatch):
+    left = []
+    monkeypatch.setattr(witness, "to_job_record", left.append)
+    answer = _answer(
+        tmp_path,
+        "def name_the_bottleneck(model, loader, optimizer, trace_path):\n    return 'compute'\n",
+    )
+    assert bottleneck_job.main(["--answer", answer, "--digest", "d1"]) == 1
+    assert "the compute-bound job: no trace at trace_path" in capsys.readouterr().out
+    assert left == []
