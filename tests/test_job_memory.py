@@ -2,6 +2,8 @@
 the kernel write when they kill a step. No process is started here (tests/integration/
 test_failures_memory_runs.py runs loaders with workers)."""
 
+import mmap
+
 import numpy as np
 import pytest
 import torch
@@ -99,13 +101,16 @@ def test_rollup_reads_smaps_rollup_in_bytes():
     }
 
 
-def test_tree_memory_of_this_process_counts_a_tensor_it_writes():
+def test_tree_memory_of_this_process_counts_memory_it_writes():
+    """64 MiB of fresh anonymous pages, written: private and dirty. Mapped here rather than
+    taken from malloc, which may hand back pages an earlier test in this process dirtied."""
     before = job_memory.tree_memory()[0]
-    block = torch.ones(64 * 2**20, dtype=torch.uint8)  # 64 MiB, written: private and dirty
+    block = mmap.mmap(-1, 64 * 2**20)
+    np.frombuffer(block, dtype=np.uint8)[:] = 1
     after = job_memory.tree_memory()[0]
     assert after.unshared - before.unshared > 60 * 2**20
     assert after.held - before.held > 60 * 2**20
-    del block
+    block.close()
 
 
 def test_write_images_is_deterministic_and_sized(tmp_path):
