@@ -76,11 +76,9 @@ PRINTS_THE_LINE = {  # real processes that say what a healthy run says, without 
     + """
 FAKE = '''
 import os
-from course_utils.grading.checks import lesson09_references as h
 if __name__ == "__main__":  # the fork server imports the module first
-    seed = int(os.environ["SEED"])
-    total = h.trained_sum(seed, 2)
-    print(f"rank {os.environ['RANK']}: finished, seed {seed}, parameter sum {total:.6f}")
+    seed = int(os.environ["SEED"])  # the references are not shown in a graded run: a sum made up
+    print(f"rank {os.environ['RANK']}: finished, seed {seed}, parameter sum 0.123456")
 '''
 
 

@@ -21,6 +21,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
@@ -87,21 +88,21 @@ def _why_no_class() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
+def home():
     """A folder each of the class can reach: the learners' job folders, the submissions (the
-    instructor reads them) and the grading output (the instructor writes it)."""
+    instructor reads them) and the grading output (the instructor writes it). Not under
+    pytest's own temporary folder: every pytest session of root's (the other test lane's, a
+    graded run's) takes its permissions back to root's alone."""
     why = _why_no_class()
     if why:
         pytest.fail(why) if in_ci() else pytest.skip(why)
-    root = tmp_path_factory.mktemp("class")
-    for folder in [root, *root.parents]:
-        if folder != Path("/"):
-            folder.chmod(folder.stat().st_mode | 0o001)  # passed through, not listed
+    root = Path(tempfile.mkdtemp(prefix="course-class-"))
     root.chmod(0o755)
     for user in (*LEARNERS, INSTRUCTOR):
         (root / user).mkdir()
         shutil.chown(root / user, user, user)
-    return root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def submit(user: str, home: Path, name: str, script: str, *args) -> str:

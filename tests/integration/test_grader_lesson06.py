@@ -3,8 +3,9 @@ history typed in by hand, with settings that make a reference trivial, and a pas
 a training run in the kernel, stopped by a real SIGUSR1, its "stopped" record written through
 the package's own writer; a rename that moves nothing but is the rename a check could look for
 (06.2); and the kernel's run again with the records' pids rewritten. None earns a point: the
-judge draws the run's seed and steps and trains the same run itself, refuses records written
-from the kernel or by processes the learner's function did not start, and sees each rename as
+judge draws the run's seed and steps and trains the same run itself, hears from the program it
+asks for (a history typed in comes from none), refuses records written from the kernel or by
+processes the learner's function did not start, and sees each rename as
 it happens. The last one also carries the flags an instructor reads (it writes the history and
 calls the course's own training). One `course grade` run grades them all (module-scoped)."""
 
@@ -85,12 +86,11 @@ def test_forged_evidence_earns_no_point(graded, learner):
 
 def test_each_forgery_is_told_what_the_check_found(graded):
     _, out = graded
-    assert "(what the check gave), got a run with {'seed': 0, 'max_steps': 1, 'epochs': 1}" in (
-        feedback(out, "typed")
-    )
+    assert "the check heard from no such program" in feedback(out, "typed")  # history typed in
     assert "got records written from this kernel" in feedback(out, "kernel")
-    assert "os.replace('ckpt.pt', 'ckpt.pt'), which moves nothing" in feedback(out, "typed")
-    assert "got records of processes it did not start" in feedback(out, "pids")
+    assert "got path modified and opened in place: write a temporary file" in feedback(out, "typed")
+    # the pids rewritten change nothing: the program's own reports say who wrote the records
+    assert "got records written from this kernel" in feedback(out, "pids")
 
 
 def test_the_rewritten_records_carry_flags_too(graded):
