@@ -39,6 +39,7 @@ SCRIPTS = {name: REPO_ROOT / "slurm" / f"lab_{name}.sh" for name in ("scaling", 
 SHAPES = (Shape(1, 1), Shape(1, 2), Shape(1, 4), Shape(2, 2))
 STEPS, SWEEP_STEPS = 8, 40  # timed steps of a scaling run and of a sweep task
 LRS = (0.02, 0.1, 0.3)  # the sweep's learning rates
+THROTTLE = 2  # sweep tasks at a time (--array=0-N%THROTTLE)
 # the digest of a batch script's text: records carry it, checks compare it
 digest = notebook_code.digest
 
@@ -169,7 +170,7 @@ def sweep(
     data: Path,
     records: Path,
     lrs=LRS,
-    throttle: int = 2,
+    throttle: int = THROTTLE,
     steps: int = SWEEP_STEPS,
     threads: int = 1,
     logs: Path | None = None,
