@@ -2,8 +2,6 @@
 submits), waited for without ever being cancelled, and read back from Slurm's record (canned
 here in the shapes the CI cluster gives; tests/integration/test_grader_class.py submits them)."""
 
-import shlex
-
 import pytest
 from lab_fixtures import record
 
@@ -24,14 +22,20 @@ def stub(*args):
 def test_the_staging_job_runs_the_learners_function_as_the_course_s_staging_script(tmp_path):
     written = your_jobs.staging_job(stage_dataset, tmp_path / "runs10")
     (job,) = written.submissions
-    module = tmp_path / "runs10" / "jobs" / "stage_dataset_yours.py"
-    assert written.files == (module,) and "def stage_dataset" in module.read_text()
-    words = shlex.split(written.command)
+    jobs = tmp_path / "runs10" / "jobs"
+    module, runner = jobs / "stage_dataset_yours.py", jobs / "submit_staging.sh"
+    assert written.files == (module, runner) and "def stage_dataset" in module.read_text()
+    assert written.command == f"bash {runner}"
+    words = job.argv()
     assert words[:2] == ["sbatch", "--parsable"] and str(cluster.SCRIPTS["staging"]) in words
     digest = notebook_code.digest(notebook_code.source(stage_dataset))
     assert words[words.index("--answer") + 1] == str(module)
     assert words[words.index("--digest") + 1] == digest
-    assert words[words.index("--out") + 1] == str(tmp_path / "runs10" / "jobs" / "staging")
+    assert words[words.index("--out") + 1] == str(jobs / "staging")
+    assert f"--digest {digest}" in runner.read_text()
+    assert runner.read_text().endswith('echo "STAGING_JOBS = [\\"$job1\\"]"\n')
+    assert written.sbatch_lines().startswith("job1=$(submit --parsable --output=")
+    assert "slurm/lab_staging.sh --data" in written.sbatch_lines()
     with pytest.raises(NotImplementedError):
         your_jobs.staging_job(stub, tmp_path / "runs10")
 
@@ -183,3 +187,15 @@ def test_the_staging_jobs_results_are_its_own(tmp_path):
     (tmp_path / "jobs" / "logs" / "2x2-41.out").write_text("record 2x2\n")
     assert your_jobs.log_of("41", tmp_path) == "record 2x2\n"
     assert your_jobs.log_of("40", tmp_path) is None
+
+
+def test_the_whole_record_a_job_wrote_is_shown_where_it_is_that_jobs(tmp_path):
+    summary = run_records.from_comment(_comment("2x2")[len("course:") :])
+    summary["label"] = {"launcher": "slurm", "job": "44"}
+    assert your_jobs.written_record(summary, tmp_path) is summary  # none written here
+    whole = record("2x2")
+    whole["label"]["job"] = "44"
+    run_records.save(whole, tmp_path / "jobs" / "records")
+    assert your_jobs.written_record(summary, tmp_path) == whole
+    summary["label"]["job"] = "45"  # another job's record: not this one's
+    assert your_jobs.written_record(summary, tmp_path) is summary

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils import accounting, batch, notebook_code, witness
+from course_utils import accounting, batch, notebook_code, paths, witness
 from course_utils.files import atomic_write_text
 from course_utils.lab import cluster, run_records, scripts
 from course_utils.paths import REPO_ROOT
@@ -61,7 +61,23 @@ class Written:
 
     submissions: tuple[Submission, ...]
     command: str  # what to type, from the notebook's folder
-    files: tuple[Path, ...]
+    files: tuple[Path, ...]  # the submit script last
+
+    def sbatch_lines(self) -> str:
+        """The submit script's sbatch lines, with paths as a learner reads them."""
+        lines = self.files[-1].read_text().splitlines()
+        return paths.as_learner_sees("\n".join(line for line in lines if line.startswith("job")))
+
+
+STAGING_HEAD = (
+    "Exercise 10.1's staging job with your stage_dataset, written by lesson 10",
+    "2 nodes x 2 tasks of the course's slurm/lab_staging.sh, your function given as --answer.",
+)
+STUDY_HEAD = (
+    "Exercise 10.2's study of your script, written by lesson 10",
+    "The shapes run one after another (--dependency=afterany: each waits for the one before to",
+    "end, so that no two measure each other on a node); the sweep is one throttled array.",
+)
 
 
 def folder(runs: str | Path) -> Path:
@@ -69,10 +85,11 @@ def folder(runs: str | Path) -> Path:
 
 
 def staging_job(stage_dataset, runs: str | Path) -> Written:
-    """Exercise 10.1's job: the learner's function as <runs>/jobs/stage_dataset_yours.py and
-    the sbatch line of the course's staging script (slurm/lab_staging.sh: 2 nodes x 2 tasks)
-    that runs it, with the digest of its source (the judge compares it with the function in the
-    notebook then). NotImplementedError for the stub: there is nothing to run yet."""
+    """Exercise 10.1's job: the learner's function as <runs>/jobs/stage_dataset_yours.py, and
+    <runs>/jobs/submit_staging.sh, which submits the course's staging script (slurm/lab_staging.sh:
+    2 nodes x 2 tasks) to run it, with the digest of its source (the judge compares it with the
+    function in the notebook then), and prints the id for STAGING_JOBS. NotImplementedError for
+    the stub: there is nothing to run yet."""
     if notebook_code.is_stub(stage_dataset):
         raise NotImplementedError("stage_dataset is still the stub")
     jobs = folder(runs)
@@ -84,8 +101,9 @@ def staging_job(stage_dataset, runs: str | Path) -> Written:
     job = Submission(
         "staging", (f"--output={logs}/staging-%j.out",), cluster.SCRIPTS["staging"], args
     )
+    runner = _write_submit(jobs / "submit_staging.sh", STAGING_HEAD, (job,), {}, "STAGING_JOBS")
     logs.mkdir(parents=True, exist_ok=True)
-    return Written((job,), shlex.join(job.argv()), (module,))
+    return Written((job,), f"bash {runner}", (module, runner))
 
 
 def study_jobs(scaling_script, runs: str | Path, lrs=cluster.LRS, environ=None) -> Written:
@@ -120,53 +138,51 @@ def study_jobs(scaling_script, runs: str | Path, lrs=cluster.LRS, environ=None) 
         chain.append(Submission(shape.name, options, submitted, args, previous))
         previous = shape.name
     values = ",".join(f"{lr:g}" for lr in lrs)
-    sweep = Submission(
-        "sweep",
-        (
-            f"--array=0-{len(lrs) - 1}%{cluster.THROTTLE}",
-            f"--job-name={cluster.job_name('sweep', text)}",
-            f"--output={logs}/sweep-%A_%a.out",
-            *cluster.device_options(text, batch.Shape(1, 1), environ),
-        ),
-        submitted,
-        ("--data", data, "--out", str(records), "--study", "sweep", "--steps",
-         str(cluster.SWEEP_STEPS), "--lrs", values),
-    )  # fmt: skip
+    options = (
+        f"--array=0-{len(lrs) - 1}%{cluster.THROTTLE}",
+        f"--job-name={cluster.job_name('sweep', text)}",
+        f"--output={logs}/sweep-%A_%a.out",
+        *cluster.device_options(text, batch.Shape(1, 1), environ),
+    )
+    args = ("--data", data, "--out", str(records), "--study", "sweep")
+    args += ("--steps", str(cluster.SWEEP_STEPS), "--lrs", values)
+    sweep = Submission("sweep", options, submitted, args)
     submissions = (*chain, sweep)
-    runner = atomic_write_text(jobs / "submit_study.sh", _submit_script(text, submissions))
+    exports = cluster.run_environ(text)  # the records carry the digest; NCCL names its transport
+    runner = _write_submit(jobs / "submit_study.sh", STUDY_HEAD, submissions, exports, "STUDY_JOBS")
     logs.mkdir(parents=True, exist_ok=True)
     return Written(submissions, f"bash {runner}", (*files, runner))
 
 
-def _submit_script(text: str, submissions: Sequence[Submission]) -> str:
-    """submit_study.sh: each submission as one sbatch line, the shapes chained, then the ids."""
-    variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in cluster.run_environ(text).items())
+def _write_submit(
+    path: Path, head, submissions: Sequence[Submission], exports: dict, names: str
+) -> Path:
+    """A submit script at `path`: each submission one sbatch line (one after another where a
+    submission comes after another), then the ids as the exercise cell's list `names`."""
     lines = [
         "#!/bin/bash",
-        "# Exercise 10.2's study of your script, written by lesson 10. Run it from the folder the",
-        "# notebook runs in:  bash runs/10/jobs/submit_study.sh",
-        "# The shapes run one after another (--dependency=afterany: each waits for the one before",
-        "# to end, so that no two measure each other on a node); the sweep is one throttled array.",
-        "# It prints the ids to put in STUDY_JOBS. Nothing waits here: squeue -u $USER shows them.",
+        f"# {head[0]}. Run it from the folder the notebook runs in:  bash {path}",
+        *(f"# {line}" for line in head[1:]),
+        f"# It prints the ids to put in {names}; nothing waits here (squeue -u $USER shows them).",
         "set -euo pipefail",
-        f"export COURSE_DIR={shlex.quote(str(REPO_ROOT))}  # your script sources its config.sh",
+        f"export COURSE_DIR={shlex.quote(str(REPO_ROOT))}  # the course's folder",
         "# shellcheck source=/dev/null",
         'source "$COURSE_DIR/slurm/config.sh"  # your account and partition (COURSE_ACCOUNT, ...)',
-        f"export {variables}  # the records carry the script's digest; NCCL names its transport",
-        "submit() { sbatch \"$@\" | cut -d';' -f1; }",
     ]
+    if exports:
+        lines.append("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in exports.items()))
+    lines.append("submit() { sbatch \"$@\" | cut -d';' -f1; }")
     ids = {}
     for number, s in enumerate(submissions, start=1):
         var = f"job{number}"
-        after = f'"${ids[s.after]}"' if s.after else None
         words = [shlex.quote(w) for w in s.argv()[1:]]
-        if after:
-            words.insert(1, f"--dependency=afterany:{after}")
+        if s.after:
+            words.insert(1, f'--dependency=afterany:"${ids[s.after]}"')
         lines.append(f"{var}=$(submit {' '.join(words)})  # {s.name}")
         ids[s.name] = var
     listed = ", ".join(f'\\"${var}\\"' for var in ids.values())
-    lines.append(f'echo "STUDY_JOBS = [{listed}]"')
-    return "\n".join(lines) + "\n"
+    lines.append(f'echo "{names} = [{listed}]"')
+    return atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 # ---- waiting for them ------------------------------------------------------------------------
@@ -282,3 +298,18 @@ def log_of(job_id, runs: str | Path) -> str | None:
     """The output of the learner's job `job_id` (<runs>/jobs/logs/*-<id>.out), or None."""
     logs = sorted((folder(runs) / "logs").glob(f"*-{job_id}.out"))
     return logs[0].read_text(errors="replace") if logs else None
+
+
+def written_record(run: dict, runs: str | Path) -> dict:
+    """The whole record the learner's job of `run` wrote (<runs>/jobs/records/<study>/<name>.
+    json: its devices, energy, staging and more), where this folder has it and it is that job's;
+    else `run` itself, the summary its job's comment holds."""
+    import json
+
+    path = run_records.record_path(folder(runs) / "records", run["study"], run["name"])
+    try:
+        written = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return run
+    same = written.get("label", {}).get("job") == run.get("label", {}).get("job")
+    return written if same and not run_records.validate(written) else run
