@@ -143,7 +143,7 @@ def check_stage_dataset(stage_dataset, folder=None, jobs=None, seed: int = 0):
     for job_id in named:
         lesson10_jobs.staging_job(job_id, got["source"])
     if not named:
-        slurm_record.needs_a_job("10.1", "the sbatch line the cell after this check prints")
+        slurm_record.needs_a_job("10.1", "bash runs/10/jobs/submit_staging.sh prints its id")
     _staged_by_the_check(stage_dataset, seed)
     slurm_record.note("your stage_dataset in the check's own processes at the judge's seed")
     return (
@@ -173,7 +173,12 @@ def _judge_study(records: list[dict], text: str, logs: dict) -> list[dict]:
     if not records:
         raise CheckFailed("your script's study wrote no record and no log")
     mine = [r for r in records if r.get("label", {}).get("script") == cluster.digest(text)]
-    expect(mine, "records of the script scaling_script returns", "records of another", STUDY)
+    expect(
+        mine,
+        "records of the script scaling_script returns",
+        "records of another (does it return the same text every time?)",
+        "your script's study",
+    )
     for r in mine:
         problems = run_records.validate(r)
         expect(not problems, "a valid record", "; ".join(problems), f"record {r.get('name')}")

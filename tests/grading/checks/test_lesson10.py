@@ -5,12 +5,14 @@ Slurm's records (`accounting.JobRecord`, injected where sacct would be read), th
 files they leave (records, logs); the check's own processes (10.1's cases, 10.2's study on this
 machine) start only in tests/integration/test_lab_checks.py."""
 
+import ast
 import dataclasses
 import json
 import os
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 from lab_fixtures import record
 
@@ -19,9 +21,11 @@ from course_utils.grading import NOT_ATTEMPTED, held_out_cases, run_check
 from course_utils.grading.checks import lesson10, lesson10_cases, lesson10_jobs, slurm_record
 from course_utils.grading.exercises import run_held_out
 from course_utils.grading.judge.outside import Outside
+from course_utils.grading.notebooks import course_meta
 from course_utils.grading.probes import lesson10 as probes
 from course_utils.lab import cluster, run_records, scripts, staging, transport
 from course_utils.lab.nccl_excerpts import EXCERPTS
+from course_utils.paths import REPO_ROOT
 
 SCRIPT = cluster.SCRIPTS["scaling"].read_text()
 WORK = lesson10.scaling.WORK
@@ -207,9 +211,31 @@ def test_where_the_course_ran_on_the_cluster_10_1_and_10_2_name_their_jobs(tmp_p
     finally:
         slurm_record._COURSE.clear()
     assert staged.verdict == studied.verdict == NOT_ATTEMPTED
+    assert staged.message == (
+        "submit your job on the cluster first (bash runs/10/jobs/submit_staging.sh prints its "
+        "id), and name its id"
+    )
     assert "submit your job on the cluster first (bash runs/10/jobs/submit_study.sh" in (
         studied.message
     )
+
+
+def test_lesson_10s_exercise_cells_define_answers_and_run_nothing():
+    """Nothing in an exercise cell stages, submits or sweeps for the learner: each only defines
+    the answer (functions, and the imports they use) and the lists of the learner's job ids."""
+    nb = nbformat.read(REPO_ROOT / "solutions" / "10_cluster_lab.ipynb", as_version=4)
+    cells = [c for c in nb.cells if course_meta(c).get("role") == "exercise"]
+    assert [course_meta(c)["does"] for c in cells] == ["run", "run", "decide", "decide"]
+    lists = []
+    for cell in cells:
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.Assign):
+                assert isinstance(node.value, ast.List) and not node.value.elts, cell.source
+                lists += [t.id for t in node.targets]
+            else:
+                kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef)
+                assert isinstance(node, kinds), ast.get_source_segment(cell.source, node)
+    assert lists == ["STAGING_JOBS", "STUDY_JOBS"]
 
 
 def _report(node, rank, path, read, whole=3, expected=3, digest="d"):
@@ -474,9 +500,9 @@ def test_10_2_records_of_another_script_fail(runs):
     other = SCRIPT.replace("#SBATCH --time=00:10:00", "#SBATCH --time=00:12:00")
     with pytest.raises(lesson10.CheckFailed) as failed:
         judged(runs, other)
-    assert str(failed.value).startswith(
-        "run the study first: the cell after exercise 10.2's check runs your script: expected "
-        "records of the script scaling_script returns, got records of another"
+    assert str(failed.value) == (
+        "your script's study: expected records of the script scaling_script returns, got records "
+        "of another (does it return the same text every time?)"
     )
 
 
