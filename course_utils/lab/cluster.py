@@ -1,5 +1,8 @@
-"""Running lesson 10's steps: submitted to Slurm where a cluster answers, else on this machine
-(a laptop, the grading sandbox), the same program with the same options (`batch`).
+"""Running lesson 10's steps: on this machine (a laptop, the grading sandbox: the notebook's route
+where no Slurm answers, and the checks' own runs), or submitted to Slurm and waited for, the same
+program with the same options (`batch`). The Slurm route records the CI cluster's reference
+(benchmarks/lab_cluster.py); a learner on a cluster submits their own jobs instead
+(`lab.your_jobs` writes them), which nothing here waits for or cancels.
 
     launcher = batch.find_launcher()                     # Launcher("slurm", why) or ("local", why)
     cluster.stage_and_measure(launcher, data, out, stage_dataset)   # your staging function
