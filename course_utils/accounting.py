@@ -193,15 +193,28 @@ def efficiency(steps: list[Step]) -> Efficiency:
 # ---- whose job, when, and what it ran --------------------------------------------------------
 
 # SubmitLine last: a command line may hold a "|", which then stays in it.
-OWNER_FIELDS = ("JobID", "User", "Account", "Submit", "State", "Comment", "SubmitLine")
+OWNER_FIELDS = (
+    "JobID",
+    "User",
+    "Account",
+    "Submit",
+    "State",
+    "Start",
+    "End",
+    "NodeList",
+    "Comment",
+    "SubmitLine",
+)
 
 
 @dataclass(frozen=True)
 class JobRecord:
     """What Slurm's accounting holds about one job beyond its steps: who submitted it, on which
     account and when, every run of it (a requeued job ran more than once: `sacct --duplicates`),
-    the batch script Slurm stored (AccountingStoreFlags=job_script) and the steps of its last run.
-    Read by the grading of lessons 00, 05, 06 and 09: a record the learner's code cannot write."""
+    the batch script Slurm stored (AccountingStoreFlags=job_script) and the steps of its last run;
+    when its last run started and ended and on which nodes (sacct's compact list, "cn[1-2]"). An
+    array's tasks are jobs of their own ("4217_0"). Read by the grading of lessons 00, 05, 06, 09
+    and 10: a record the learner's code cannot write."""
 
     job_id: str
     user: str
@@ -213,6 +226,9 @@ class JobRecord:
     step_lines: tuple[str, ...]  # the command line of each step of the last run (srun ...)
     script: str | None  # None where Slurm stored none
     steps: tuple[Step, ...]
+    started: str = ""  # ISO time of the last run's start ("" before it started)
+    ended: str = ""  # ISO time of its end ("" while it runs)
+    nodelist: str = ""  # its nodes as sacct prints them ("cn[1-2]"; "" before it has any)
 
     @property
     def state(self) -> str:
@@ -232,41 +248,96 @@ def parse_owners(text: str) -> list[dict[str, str]]:
     return rows
 
 
+_SCRIPT_HEADER = re.compile(r"^Batch Script for (\S+)\s*$")
+
+
+def parse_batch_scripts(text: str) -> dict[str, str]:
+    """{job id: script} from `sacct --batch-script` output: one section per job, each a header
+    ("Batch Script for 4217_0"), a rule, then the script as sbatch stored it (an array's tasks
+    each have theirs). A job whose script Slurm did not store ("NONE") is left out."""
+    found: dict[str, list[str]] = {}
+    job, lines = None, text.splitlines()
+    for i, line in enumerate(lines):
+        header = _SCRIPT_HEADER.match(line)
+        if header and i + 1 < len(lines) and lines[i + 1].startswith("-----"):
+            job = header[1]
+            found[job] = []
+        elif job is not None and not (line.startswith("-----") and not found[job]):
+            found[job].append(line)
+    scripts = {}
+    for job, body in found.items():
+        script = "\n".join(body).strip("\n")
+        if script and script != "NONE":
+            scripts[job] = script + "\n"
+    return scripts
+
+
 def parse_batch_script(text: str) -> str | None:
-    """The script in `sacct --batch-script` output (after its header and rule), or None."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines[:4]):
-        if line.startswith("-----"):
-            script = "\n".join(lines[i + 1 :]).strip("\n")
-            return script + "\n" if script and script != "NONE" else None
-    return None
+    """The (first) script in `sacct --batch-script` output, or None."""
+    scripts = parse_batch_scripts(text)
+    return next(iter(scripts.values()), None)
 
 
-def job_record(job_id: str, timeout: float = 30) -> JobRecord | None:
-    """Slurm's accounting of job `job_id`, settled (`ended_job_steps`); None where sacct knows no
-    such job, or keeps no accounting. Read as the user who asks: with PrivateData=jobs, only
-    their own jobs, or those of the accounts they coordinate."""
+def _base(job_id: str) -> str:
+    """The job a line of sacct belongs to: "4217" for 4217.batch, "4217_0" for 4217_0.0."""
+    return job_id.split(".")[0]
+
+
+def job_records(job_id: str, timeout: float = 30) -> list[JobRecord]:
+    """Slurm's accounting of `job_id`, settled (`ended_job_steps`): one record for a job, one per
+    task for an array named by its id (4217_0, 4217_1, ...; tasks not started yet are one
+    line, "4217_[2-3%2]"); [] where sacct knows no such job, or keeps no accounting. Read as the
+    user who asks: with PrivateData=jobs, only their own jobs, or those of the accounts they
+    coordinate."""
     steps = ended_job_steps(job_id)
     if not steps:
-        return None
+        return []
     cmd = ["sacct", "--parsable2", "--noheader", "--duplicates", "-j", str(job_id)]
     owners = processes.run([*cmd, f"--format={','.join(OWNER_FIELDS)}"], timeout=timeout)
     rows = parse_owners(owners.stdout) if owners.ok else []
-    runs = [row for row in rows if "." not in row["JobID"]]
-    if not runs:
-        return None
     stored = processes.run(["sacct", "--batch-script", "-j", str(job_id)], timeout=timeout)
-    last = runs[-1]
-    steps_of_last = rows[rows.index(last) + 1 :]
-    return JobRecord(
-        job_id=last["JobID"],
-        user=last["User"],
-        account=last["Account"],
-        submitted=last["Submit"],
-        submit_line=last["SubmitLine"],
-        comment=last["Comment"],
-        runs=tuple(row["State"] for row in runs),
-        step_lines=tuple(row["SubmitLine"] for row in steps_of_last),
-        script=parse_batch_script(stored.stdout) if stored.ok else None,
-        steps=tuple(steps),
-    )
+    scripts = parse_batch_scripts(stored.stdout) if stored.ok else {}
+    groups: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        groups.setdefault(_base(row["JobID"]), []).append(row)
+    records = []
+    for job, group in groups.items():
+        starts = [i for i, row in enumerate(group) if "." not in row["JobID"]]
+        if not starts:
+            continue
+        last = group[starts[-1]]
+        script = scripts.get(job)
+        if script is None and len(groups) == 1 and len(scripts) == 1:
+            script = next(iter(scripts.values()))  # one job, one script, under another name
+        records.append(
+            JobRecord(
+                job_id=job,
+                user=last["User"],
+                account=last["Account"],
+                submitted=last["Submit"],
+                submit_line=last["SubmitLine"],
+                comment=last["Comment"],
+                runs=tuple(group[i]["State"] for i in starts),
+                step_lines=tuple(row["SubmitLine"] for row in group[starts[-1] + 1 :]),
+                script=script,
+                steps=tuple(s for s in steps if _base(s.job_id) == job),
+                started=_time(last["Start"]),
+                ended=_time(last["End"]),
+                nodelist="" if last["NodeList"] == "None assigned" else last["NodeList"],
+            )
+        )
+    return records
+
+
+def _time(text: str) -> str:
+    """sacct's time, or "" where it has none yet ("Unknown", "None")."""
+    return text if text[:1].isdigit() else ""
+
+
+def job_record(job_id: str, timeout: float = 30) -> JobRecord | None:
+    """Slurm's accounting of the one job `job_id` (`job_records`); None where sacct knows no
+    such job, or keeps no accounting, or `job_id` names an array of several tasks."""
+    records = job_records(job_id, timeout)
+    if len(records) == 1:
+        return records[0]
+    return next((r for r in records if r.job_id == str(job_id)), None)

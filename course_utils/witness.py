@@ -9,7 +9,9 @@ report is a fact the learner's own code cannot make up: that a signal stopped th
 
 In a Slurm job a program also leaves its result in the job's own record (`to_job_record`: the
 job's comment, which sacct keeps with AccountingStoreFlags=job_comment): lessons 05, 06 and 09
-grade a learner's job by reproducing that result at the seed the job was submitted with.
+grade a learner's job by reproducing that result at the seed the job was submitted with, and
+lesson 10 reads each run of the learner's study from it (the judge trains the 1-rank runs' first
+steps itself).
 """
 
 from __future__ import annotations

@@ -76,3 +76,41 @@ def test_label_names_the_machine_job_and_script(monkeypatch):
     assert run_records.label("slurm", array)["job"] == "50_2"
     assert run_records.label("local", {})["job"] is None
     assert run_records.label("local", {})["commit"] == "abc1234"
+
+
+def test_a_run_leaves_a_summary_in_its_jobs_comment_that_reads_back():
+    run = record("2x2", 3210.25, lr=0.1)
+    run["losses"] = [2.3079123, 2.29, 2.28, 2.27, 2.26, 2.1, 2.0]
+    text = run_records.to_comment(run)
+    assert len(text) < 250  # a job's comment, not a file
+    summary = run_records.from_comment(text)
+    assert (summary["study"], summary["name"], summary["throughput"]) == ("scaling", "2x2", 3210.2)
+    assert summary["configuration"] == {
+        "nodes": 2,
+        "ranks": 4,
+        "ranks_per_node": 2,
+        "batch_per_rank": 32,
+        "steps": 8,
+        "lr": 0.1,
+        "device": "cpu",
+    }
+    assert summary["losses"] == [2.307912, 2.29, 2.28, 2.27, 2.26]  # the first five, to 1e-6
+    assert summary["loss"] == {"last": 2.0, "first": pytest.approx(2.281582)}
+    assert (summary["step_time"], summary["communication_share"]) == (0.05, 0.2)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "seed 5 sum 1.5",  # another course program's result
+        "lab benchmark 1x1 nodes=1",  # not a study
+        "lab scaling 1x1 nodes=1 ranks=1",  # cut short
+        "lab scaling 1x3 nodes=2 ranks=3 batch=32 steps=8 lr=0.05 device=cpu images/s=1 step=1 "
+        "comm=0 last=1 losses=1",  # 3 ranks on 2 nodes
+        "lab scaling 1x1 nodes=1 ranks=1 batch=32 steps=8 lr=fast device=cpu images/s=1 step=1 "
+        "comm=0 last=1 losses=1",
+    ],
+)
+def test_any_other_comment_is_no_run_summary(text):
+    assert run_records.from_comment(text) is None

@@ -120,6 +120,7 @@ def main(argv=None) -> int:
         "world_size": env.world_size,
         "ranks_on_node": env.local_world_size,
         "node": node_name(os.environ),
+        "job": environ["SLURM_JOB_ID"],  # the learner's job reads its own results back
         "answer": args.digest,
         **did,
         "digest": staging.content_digest(copy / IMAGES) if copy else None,

@@ -8,7 +8,10 @@ Every rank stages the archive <data>/images.tar onto node-local disk (the first 
 node unpacks it, the others wait: `staging.stage`) and trains on that copy. Each rank keeps its
 batch (weak scaling). Rank 0 writes one record (`lab_records`): the configuration, the nodes,
 the backend, throughput, step time, the share of a step spent waiting for the all-reduce,
-CPU/GPU utilisation, energy, the staging copies, one all-reduce's time and the transport.
+CPU/GPU utilisation, energy, the staging copies, one all-reduce's time and the transport; in a
+Slurm job it also leaves a summary in the job's comment (`run_records.to_comment`: the run's
+name, shape, learning rate, batch, throughput and first losses), which sacct keeps, so that the
+lesson and its judge read the learner's jobs from Slurm's record alone.
 Options avoid prefixes of torchrun's own (torchrun rejects an ambiguous `--n`).
 """
 
@@ -26,7 +29,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
 
-from course_utils import data, distributed, hpc, models, monitor, nvidia, reference
+from course_utils import data, distributed, hpc, models, monitor, nvidia, reference, witness
 from course_utils import device as devices
 from course_utils.batch import LAUNCHER_VARIABLE
 from course_utils.device import ENV as DEVICE_VARIABLE
@@ -309,6 +312,7 @@ def main(argv=None) -> int:
     if distributed.is_main_process():
         result = record(args, me, nodes, staged, copies, ranks, allreduce, links)
         path = run_records.save(result, args.out)
+        witness.to_job_record(run_records.to_comment(result))  # in a Slurm job: sacct keeps it
         distributed.print_line(
             f"record {result['name']}: {result['throughput']:,.0f} images/s, "
             f"{result['configuration']['ranks']} ranks on {result['configuration']['nodes']} "

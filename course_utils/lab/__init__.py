@@ -2,8 +2,10 @@
 (jobs/lab_*.py) and its checker use.
     cluster.py        where the lab's steps run (Slurm, or local ranks) and running them: the
                       staging step and the study (four shapes, the sweep) with the learner's
-                      function and script
+                      function and script (the notebook's route where no Slurm answers)
     scripts.py        the batch scripts: what their srun line starts, what a learner's lacks
+    your_jobs.py      the learner's own jobs: written for them to submit (their function, their
+                      script, submit_study.sh), waited for, read back from Slurm's record
     small_files.py    the lab's data set on disk: many small image files, and one archive
     staging.py        staging onto node-local disk once per node; the readings it times
     measure.py        what each rank measures: steps, threads, all-reduce, its connections

@@ -1,5 +1,8 @@
-"""Running lesson 10's steps: submitted to Slurm where a cluster answers, else on this machine
-(a laptop, the grading sandbox), the same program with the same options (`batch`).
+"""Running lesson 10's steps: on this machine (a laptop, the grading sandbox: the notebook's route
+where no Slurm answers, and the checks' own runs), or submitted to Slurm and waited for, the same
+program with the same options (`batch`). The Slurm route records the CI cluster's reference
+(benchmarks/lab_cluster.py); a learner on a cluster submits their own jobs instead
+(`lab.your_jobs` writes them), which nothing here waits for or cancels.
 
     launcher = batch.find_launcher()                     # Launcher("slurm", why) or ("local", why)
     cluster.stage_and_measure(launcher, data, out, stage_dataset)   # your staging function
@@ -39,6 +42,7 @@ SCRIPTS = {name: REPO_ROOT / "slurm" / f"lab_{name}.sh" for name in ("scaling", 
 SHAPES = (Shape(1, 1), Shape(1, 2), Shape(1, 4), Shape(2, 2))
 STEPS, SWEEP_STEPS = 8, 40  # timed steps of a scaling run and of a sweep task
 LRS = (0.02, 0.1, 0.3)  # the sweep's learning rates
+THROTTLE = 2  # sweep tasks at a time (--array=0-N%THROTTLE)
 # the digest of a batch script's text: records carry it, checks compare it
 digest = notebook_code.digest
 
@@ -169,7 +173,7 @@ def sweep(
     data: Path,
     records: Path,
     lrs=LRS,
-    throttle: int = 2,
+    throttle: int = THROTTLE,
     steps: int = SWEEP_STEPS,
     threads: int = 1,
     logs: Path | None = None,

@@ -18,9 +18,10 @@ STEPS = (
     "node=1|1|\n4217.batch|batch|COMPLETED|0:0|00:00:09|7||210M|00:02.1|cpu=7,gres/gpu=1,"
     "mem=5600M,node=1|1|1\n"
 )
+RAN = "2026-11-29T08:00:57|2026-11-29T08:01:06|cn1"  # Start, End, NodeList
 OWNERS = (
-    "4217|learner1|course|2026-11-29T08:00:56|COMPLETED|course:seed 5 sum 1.5|sbatch --parsable "
-    "doctor.sh --seed 5\n4217.batch||course|2026-11-29T08:00:56|COMPLETED||\n"
+    f"4217|learner1|course|2026-11-29T08:00:56|COMPLETED|{RAN}|course:seed 5 sum 1.5|sbatch "
+    f"--parsable doctor.sh --seed 5\n4217.batch||course|2026-11-29T08:00:56|COMPLETED|{RAN}||\n"
 )
 SCRIPT = "Batch Script for 4217\n" + "-" * 80 + "\n#!/bin/bash\n#SBATCH --time=10\ncourse doctor\n"
 
@@ -58,8 +59,8 @@ def test_a_record_holds_who_when_the_script_and_the_result(sacct):
 
 def test_a_requeued_job_shows_each_run():
     text = (
-        "9|a|course|2026-11-29T08:00:00|REQUEUED||sbatch x\n"
-        "9|a|course|2026-11-29T08:00:00|COMPLETED|course:hash h|sbatch x\n"
+        f"9|a|course|2026-11-29T08:00:00|REQUEUED|{RAN}||sbatch x\n"
+        f"9|a|course|2026-11-29T08:00:00|COMPLETED|{RAN}|course:hash h|sbatch x\n"
     )
     assert [row["State"] for row in accounting.parse_owners(text)] == ["REQUEUED", "COMPLETED"]
 
@@ -67,11 +68,12 @@ def test_a_requeued_job_shows_each_run():
 def test_a_record_keeps_the_command_line_of_each_step_of_the_last_run(fake_commands, monkeypatch):
     monkeypatch.setattr(accounting, "SETTLE_WAIT", 0)
     owners = (
-        "9|a|course|2026-11-29T08:00:00|REQUEUED||sbatch ck.sh --seed 3\n"
-        "9.0|||2026-11-29T08:00:00|CANCELLED||srun python -m x --threads 2 --seed 3\n"
-        "9|a|course|2026-11-29T08:00:00|COMPLETED|course:hash h step 8|sbatch ck.sh --seed 3\n"
-        "9.batch||course|2026-11-29T08:00:00|COMPLETED||\n"
-        "9.0|||2026-11-29T08:00:00|COMPLETED||srun python -m x --threads 4 --seed 3\n"
+        f"9|a|course|2026-11-29T08:00:00|REQUEUED|{RAN}||sbatch ck.sh --seed 3\n"
+        f"9.0|||2026-11-29T08:00:00|CANCELLED|{RAN}||srun python -m x --threads 2 --seed 3\n"
+        f"9|a|course|2026-11-29T08:00:00|COMPLETED|{RAN}|course:hash h step 8|sbatch ck.sh "
+        "--seed 3\n"
+        f"9.batch||course|2026-11-29T08:00:00|COMPLETED|{RAN}||\n"
+        f"9.0|||2026-11-29T08:00:00|COMPLETED|{RAN}||srun python -m x --threads 4 --seed 3\n"
     )
     fake_commands({"sacct --duplicates": owners, "sacct --batch-script": "", "sacct -j": STEPS})
     record = accounting.job_record("9")
@@ -194,3 +196,82 @@ def test_a_job_named_by_two_exercises_earns_neither():
         "job 4217 is named by alice's 09.3 too: a job serves one exercise of one learner"
     )
     assert found["00.1"].verdict == "passed"
+
+
+# An array of two tasks, as the CI cluster's sacct gave it (one section of --batch-script per
+# task), and the same array before its tasks started.
+ARRAY_STEPS = "".join(
+    f"49_{t}|a.sh|COMPLETED|0:0|00:00:01|1|2000M||00:00.042|billing=1,cpu=1,mem=2000M,node=1|1|\n"
+    f"49_{t}.batch|batch|COMPLETED|0:0|00:00:01|1||1088K|00:00.038|cpu=1,mem=2000M,node=1|1|1\n"
+    f"49_{t}.0|python|COMPLETED|0:0|00:00:01|1||824K|00:00.004|cpu=1,mem=2000M,node=1|1|1\n"
+    for t in (0, 1)
+)
+ARRAY_OWNERS = "".join(
+    f"49_{t}|learner1|course|2026-11-29T09:06:20|COMPLETED|2026-11-29T09:06:2{t}|"
+    f"2026-11-29T09:06:3{t}|cn{t + 1}|course:task {t}|sbatch --parsable --array=0-1%2 a.sh\n"
+    f"49_{t}.batch||course|2026-11-29T09:06:21|COMPLETED|2026-11-29T09:06:21|"
+    f"2026-11-29T09:06:21|cn{t + 1}||\n"
+    for t in (0, 1)
+)
+ARRAY_SCRIPTS = "".join(
+    f"Batch Script for 49_{t}\n{'-' * 80}\n#!/bin/bash\nsrun python -m x --task {t}\n\n"
+    for t in (0, 1)
+)
+
+
+def test_an_array_is_a_record_per_task_each_with_its_script_times_and_nodes(
+    fake_commands, monkeypatch
+):
+    monkeypatch.setattr(accounting, "SETTLE_WAIT", 0)
+    fake_commands(
+        {
+            "sacct --duplicates": ARRAY_OWNERS,
+            "sacct --batch-script": ARRAY_SCRIPTS,
+            "sacct -j": ARRAY_STEPS,
+        }
+    )
+    first, second = accounting.job_records("49")
+    assert (first.job_id, second.job_id) == ("49_0", "49_1")
+    assert second.script == "#!/bin/bash\nsrun python -m x --task 1\n"
+    assert (second.started, second.ended, second.nodelist) == (
+        "2026-11-29T09:06:21",
+        "2026-11-29T09:06:31",
+        "cn2",
+    )
+    assert witness.from_job_record(second.comment) == "task 1"
+    assert [s.job_id for s in second.steps] == ["49_1", "49_1.batch", "49_1.0"]
+    assert accounting.job_record("49") is None  # two jobs under one id: name one
+    slurm_record.set_course(slurm_record.Course("learner1"))
+    assert [r.job_id for r in slurm_record.learner_jobs("49", "10.2")] == ["49_0", "49_1"]
+    with pytest.raises(CheckFailed, match=r"job 49: expected one job, got an array of 2 tasks"):
+        slurm_record.learner_job("49", "10.2")
+
+
+def test_a_script_slurm_did_not_store_is_none():
+    text = f"Batch Script for 7\n{'-' * 80}\nNONE\n"
+    assert accounting.parse_batch_scripts(text) == {}
+    assert accounting.parse_batch_script(text) is None
+
+
+def test_a_job_still_queued_is_not_attempted_yet_not_failed(fake_commands, monkeypatch):
+    monkeypatch.setattr(accounting, "SETTLE_WAIT", 0)
+    steps = "57_[0-2%2]|a.sh|PENDING|0:0|00:00:00|0|2000M||00:00:00|||\n"
+    owners = (
+        "57_[0-2%2]|learner1|course|2026-11-29T09:06:54|PENDING|Unknown|Unknown|None assigned||"
+        "sbatch --parsable --array=0-2%2 a.sh\n"
+    )
+    fake_commands({"sacct --duplicates": owners, "sacct --batch-script": "", "sacct -j": steps})
+    (record,) = accounting.job_records("57")
+    assert (record.state, record.started, record.nodelist) == ("PENDING", "", "")
+    slurm_record.set_course(slurm_record.Course("learner1"))
+    with pytest.raises(NotAttempted, match=r"job 57 has not ended yet \(57_\[0-2%2\] PENDING\)"):
+        slurm_record.learner_jobs("57", "10.2")
+    assert "57" not in slurm_record._CLAIMED  # named again once it ended, it still counts
+
+
+def test_jobs_read_as_data_stay_the_evidence_of_the_exercise_that_named_them(sacct):
+    slurm_record.set_course(slurm_record.Course("learner1"))
+    slurm_record.learner_job("4217", "10.2")
+    assert slurm_record.learner_jobs("4217", "10.4", claim=False)[0].job_id == "4217"
+    with pytest.raises(CheckFailed, match="already the evidence of exercise 10.2"):
+        slurm_record.learner_jobs("4217", "10.4")

@@ -1,10 +1,10 @@
 """Lesson 10's reference answers, taken from the solution notebook's exercise cells, as a module
-of their own (so that 10.1's check can read a function's source, as it does in a notebook):
-each cell's imports and functions only, not the lines that run the study with them."""
+of their own (so that 10.1's check and the lesson's staging job read a function's source, as they
+do in a notebook): the cells whole, as a kernel runs them (they define the answers and the lists
+of job ids, and run nothing), so that each function's source, and its digest, is the cell's."""
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 from pathlib import Path
 
@@ -22,15 +22,8 @@ def load(folder: Path):
     """A module holding stage_dataset, scaling_script, diagnose_transport and decide."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     cells = [c.source for c in nb.cells if course_meta(c).get("role") == "exercise"]
-    kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef)
-    parts = [
-        ast.get_source_segment(source, node)
-        for source in cells
-        for node in ast.parse(source).body
-        if isinstance(node, kinds)
-    ]
     path = folder / "lab_answers_10.py"
-    path.write_text(PRELUDE + "\n\n\n".join(parts) + "\n")
+    path.write_text(PRELUDE + "\n\n\n".join(cells) + "\n")
     spec = importlib.util.spec_from_file_location("lab_answers_10", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -6,8 +6,10 @@ The cluster (.ci/slurm-cluster.sh) hides each user's jobs from the others (Priva
 keeps every batch script and comment, and has the Unix users learner1, learner2 and instructor
 and the account `course`. learner1 submits the doctor job of 00.1 and the repaired script of 09.3
 the way the lessons say (`sbatch --parsable`), with 05.3's DDP job on 2 nodes and 06.4's job,
-requeued by the signal learner1 sends it, and names them in their notebooks; learner2 names
-learner1's doctor job, and for 09.3 a job of theirs that ran another script. Three more
+requeued by the signal learner1 sends it, and lesson 10's staging job and study (the four shapes
+one after another, the sweep an array of 2 tasks), as the lesson writes them, and names them in
+their notebooks; learner2 names learner1's doctor job, learner1's lesson 10 jobs, and for 09.3 a
+job of theirs that ran another script. Three more
 submissions, graded as learner2 (--logins), name a doctor job submitted before the course's
 window, one that failed, and one that asked for too few CPUs. Each earns 0 with the reason; the
 honest learner earns every Slurm-graded point, the gradebook naming each job.
@@ -108,19 +110,7 @@ def home():
 def submit(user: str, home: Path, name: str, script: str, *args) -> str:
     path = home / user / f"{name}.sh"
     path.write_text(script)
-    done = _as(
-        user,
-        "sbatch",
-        "--parsable",
-        f"--account={ACCOUNT}",
-        f"--export=ALL,COURSE_DIR={REPO_ROOT}",
-        f"--output={home / user}/{name}-%j.out",
-        path,
-        *args,
-        cwd=home / user,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().split(";")[0]
+    return submit_line(user, home, f"--output={home / user}/{name}-%j.out", path, *args)
 
 
 def wait_for(*jobs: str, timeout: float = 300) -> None:
@@ -169,10 +159,58 @@ def preempted_job(home: Path) -> str:
     return job
 
 
-def _submission(lesson: str, names: str, ids: list[str]) -> nbformat.NotebookNode:
+def lab_jobs(home: Path) -> dict[str, list[str]]:
+    """Lesson 10's jobs as learner1 submits them: the files the lesson's cells write for the
+    solution's stage_dataset and scaling_script (lab.your_jobs), each sbatch line run as
+    learner1, the shapes one after another; the sweep of 2 learning rates, every run 4 steps
+    after the warm-up (the 5 first losses the judge trains), one CPU per task (the cluster's
+    nodes share 2 cores). {"STAGING_JOBS": [id], "STUDY_JOBS": [the shapes' ids, the array's]}."""
+    from lab_answers import load
+
+    from course_utils.lab import small_files, your_jobs
+
+    mine = home / "learner1"
+    runs = mine / "runs" / "10"
+    small_files.write_dataset(runs / "data")  # the lab's data set, as the lesson's first cell
+    answers = load(runs)
+    staging = your_jobs.staging_job(answers.stage_dataset, runs)
+    study = your_jobs.study_jobs(answers.scaling_script, runs, lrs=(0.02, 0.1), environ={})
+    for path in [runs, *runs.rglob("*")]:
+        shutil.chown(path, "learner1", "learner1")  # the jobs write their records and logs there
+    ids: dict[str, str] = {}
+    for job in (*staging.submissions, *study.submissions):
+        argv = job.argv(ids.get(job.after))
+        if "--steps" in argv:
+            argv[argv.index("--steps") + 1] = "4"
+        ids[job.name] = submit_line("learner1", home, "--cpus-per-task=1", *argv[2:])
+    return {
+        "STAGING_JOBS": [ids["staging"]],
+        "STUDY_JOBS": [ids[name] for name in ("1x1", "1x2", "1x4", "2x2", "sweep")],
+    }
+
+
+def submit_line(user: str, home: Path, *words) -> str:
+    """`sbatch --parsable` with these options, script and arguments, run as `user` from their
+    folder on the course's account."""
+    done = _as(
+        user,
+        "sbatch",
+        "--parsable",
+        f"--account={ACCOUNT}",
+        f"--export=ALL,COURSE_DIR={REPO_ROOT}",
+        *words,
+        cwd=home / user,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def _submission(lesson: str, named: dict[str, list[str]]) -> nbformat.NotebookNode:
+    """The solution of `lesson`, its exercise cells naming these jobs ({"DDP_JOBS": [id]})."""
     nb = nbformat.read(next((REPO_ROOT / "solutions").glob(f"{lesson}_*.ipynb")), as_version=4)
-    cell = next(c for c in nb.cells if f"{names} = []" in c.source)
-    cell.source = cell.source.replace(f"{names} = []", f"{names} = {ids!r}")
+    for names, ids in named.items():
+        cell = next(c for c in nb.cells if f"{names} = []" in c.source)
+        cell.source = cell.source.replace(f"{names} = []", f"{names} = {ids!r}")
     return nb
 
 
@@ -195,26 +233,29 @@ def the_class(home):
         "ddp": ddp_job(home),
         "preempted": preempted_job(home),
     }
-    wait_for(*jobs.values())
+    lab = lab_jobs(home)
+    wait_for(*jobs.values(), *lab["STAGING_JOBS"], *lab["STUDY_JOBS"])
     subs = home / "submissions"
     subs.mkdir()
     written = {
-        "learner1__00": _submission("00", "DOCTOR_JOBS", [jobs["doctor"]]),
-        "learner1__09": _submission("09", "REPAIRED_JOBS", [jobs["repaired"]]),
-        "learner1__05": _submission("05", "DDP_JOBS", [jobs["ddp"]]),
-        "learner1__06": _submission("06", "PREEMPTED_JOBS", [jobs["preempted"]]),
-        "learner2__00": _submission("00", "DOCTOR_JOBS", [jobs["doctor"]]),  # learner1's
-        "learner2__09": _submission("09", "REPAIRED_JOBS", [jobs["other"]]),
-        "early__00": _submission("00", "DOCTOR_JOBS", [early]),
-        "failed__00": _submission("00", "DOCTOR_JOBS", [jobs["failed"]]),
-        "narrow__00": _submission("00", "DOCTOR_JOBS", [jobs["narrow"]]),
+        "learner1__00": _submission("00", {"DOCTOR_JOBS": [jobs["doctor"]]}),
+        "learner1__09": _submission("09", {"REPAIRED_JOBS": [jobs["repaired"]]}),
+        "learner1__05": _submission("05", {"DDP_JOBS": [jobs["ddp"]]}),
+        "learner1__06": _submission("06", {"PREEMPTED_JOBS": [jobs["preempted"]]}),
+        "learner1__10": _submission("10", lab),
+        "learner2__00": _submission("00", {"DOCTOR_JOBS": [jobs["doctor"]]}),  # learner1's
+        "learner2__09": _submission("09", {"REPAIRED_JOBS": [jobs["other"]]}),
+        "learner2__10": _submission("10", lab),  # learner1's
+        "early__00": _submission("00", {"DOCTOR_JOBS": [early]}),
+        "failed__00": _submission("00", {"DOCTOR_JOBS": [jobs["failed"]]}),
+        "narrow__00": _submission("00", {"DOCTOR_JOBS": [jobs["narrow"]]}),
     }
     for name, nb in written.items():
         stem = next((REPO_ROOT / "solutions").glob(f"{name[-2:]}_*.ipynb")).name
         nbformat.write(nb, subs / f"{name[:-4]}__{stem}")
     (home / "logins.csv").write_text("learner,login\nearly,learner2\nfailed,learner2\n"
                                      "narrow,learner2\n")  # fmt: skip
-    return {**jobs, "early": early, "since": since}
+    return {**jobs, **lab, "early": early, "since": since}
 
 
 def grade(home: Path, the_class: dict, out: str, *extra: str) -> dict:
@@ -261,6 +302,16 @@ def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, the_clas
     )
 
 
+def test_the_honest_learner_s_lab_jobs_earn_lesson_10_on_slurm_s_record(graded, the_class):
+    lab = graded["learner1", "10"]
+    assert (lab["total"], lab["max"], lab["status"]) == ("4", "4", "ok"), lab
+    (staging,), (shape1, *_, sweep) = the_class["STAGING_JOBS"], the_class["STUDY_JOBS"]
+    assert f"10.1: sacct {staging}: 2 nodes x 4 tasks" in lab["evidence"]
+    assert f"sacct {shape1}: 1 node x 1 task" in lab["evidence"]
+    assert f"sacct {sweep}_1: 1 node x 1 task" in lab["evidence"]  # the array's second task
+    assert "10.4: your study's jobs as data, read from sacct" in lab["evidence"]
+
+
 @pytest.mark.parametrize(
     ("learner", "lesson", "said"),
     [
@@ -278,6 +329,19 @@ def test_a_job_that_is_not_the_learner_s_own_answer_earns_nothing(
     exercise = "00.1" if lesson == "00" else "09.3"
     assert row[exercise] == "0"
     assert said in feedback(home, "local", learner)
+
+
+def test_another_learner_s_lab_jobs_earn_nothing(graded, home, the_class):
+    """learner2 names learner1's staging job and study: 10.1 and 10.2 fail on whose jobs they
+    are, and 10.4, which decides on them, on the same; 10.3 decides on logs, theirs to earn."""
+    row, said = graded["learner2", "10"], feedback(home, "local", "learner2")
+    assert (row["10.1"], row["10.2"], row["10.3"], row["10.4"]) == ("0", "0", "1", "0"), row
+    staging, first = the_class["STAGING_JOBS"][0], the_class["STUDY_JOBS"][0]
+    for job in (staging, first):
+        assert (
+            f"job {job}: expected a job submitted by learner2, got one submitted by learner1"
+            in (said)
+        )
 
 
 def test_the_array_grades_as_the_instructor_here_does(graded, home, the_class):

@@ -1,17 +1,18 @@
 """Hostile submissions of lesson 10, graded in the sandbox as `course grade` grades them: the forged
-evidence a learner's kernel can produce, for the lab's "run" exercises. None may earn a point
-without a flag (the solution's 4/4 is tests/integration/test_grader_lab.py's).
+evidence a learner's kernel can produce, for the lab's "run" exercises (10.1, 10.2; 10.3 and 10.4
+are decisions on data, left as stubs here). None may earn a point without a flag (the solution's
+4/4 is tests/integration/test_grader_lab.py's).
 
 - printed lines: every exercise left a stub, the cells print what the runs and the checks would
   print ("record 2x2: ...", "[10.2] passed: ..."), and the script's ranks print the usage line
   and exit before training (`--help`): the judge reads runs, not lines;
 - typed in: a staging function that unpacks nothing, with the staging step's results written by
-  hand (the data set's digest and the function's own, as the check wants them), records and a
-  2-node log written by hand for the study: the judge trains the 1-rank runs itself, and runs
-  the function in its own processes;
+  hand (the data set's digest and the function's own), and a script whose ranks never train
+  with the study's records and a 2-node log written by hand: the judge runs the function in its
+  own processes and the script's study in a folder of its own, and reads neither file;
 - a run in the kernel: the lab's program called in the kernel once per shape (world size 1,
-  each named for a shape), the sweep too, and a 2-node log written by hand: flagged, and the
-  shapes are not what their names say.
+  each named for a shape), the sweep too, and a 2-node log written by hand, beside a script
+  whose ranks never train: flagged, and the check's own study of the script writes no record.
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ TYPED = {
         import json
 
         def scaling_script():
-            return SCRIPT
+            return SCRIPT.replace('lab_train "$@"', 'lab_train "$@" --help')
 
-        digest = cluster.digest(SCRIPT)
+        digest = cluster.digest(scaling_script())
         shapes = {"1x1": (1, 1), "1x2": (1, 2), "1x4": (1, 4), "2x2": (2, 2)}
         runs = [(name, "scaling", 0.05, shape) for name, shape in shapes.items()]
         runs += [(f"lr-{lr:g}", "sweep", lr, (1, 1)) for lr in (0.02, 0.1, 0.3)]
@@ -112,9 +113,9 @@ KERNEL = {
         from course_utils.jobs import lab_train
 
         def scaling_script():
-            return SCRIPT
+            return SCRIPT.replace('lab_train "$@"', 'lab_train "$@" --help')
 
-        os.environ["COURSE_LAB_SCRIPT"] = cluster.digest(SCRIPT)
+        os.environ["COURSE_LAB_SCRIPT"] = cluster.digest(scaling_script())
         data, out = str(RUNS / "data"), str(RUNS / "records")
         for name in ("1x1", "1x2", "1x4", "2x2"):
             lab_train.main(["--data", data, "--out", out, "--name", name, "--threads", "1"])
@@ -145,7 +146,7 @@ def _script() -> str:
     return f"SCRIPT = {text!r}\n"
 
 
-def submission(attacks: dict[str, str], honest=("10.3", "10.4")) -> nbformat.NotebookNode:
+def submission(attacks: dict[str, str], honest=()) -> nbformat.NotebookNode:
     """The released notebook with these exercise cells; `honest` ones keep the solution's."""
     nb = nbformat.read(RELEASE, as_version=4)
     solution = _solution_sources()
@@ -173,7 +174,7 @@ def gradebook(tmp_path_factory):
 
 def test_no_forged_run_earns_a_point_without_a_flag(gradebook):
     for learner, row in gradebook.items():
-        points = {e: row[e] for e in ("10.1", "10.2", "10.3", "10.4")}
+        points = {e: row[e] for e in ("10.1", "10.2")}
         unflagged = [e for e, p in points.items() if p != "0" and e not in row["flags"]]
         assert unflagged == [], (learner, points, row["flags"], row["reason"])
 

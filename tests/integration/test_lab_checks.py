@@ -1,7 +1,8 @@
-"""Lesson 10's checks on real runs, on the local route (as in `course grade`'s sandbox;
-tests/integration/test_lab_slurm.py submits to Slurm): the staging step and the study run with
-the solution's function and script, then each check reads them; known-wrong staging functions
-run their own staging step and fail; a script whose runs fail is reported with its lines."""
+"""Lesson 10's checks on real runs, on the local route (as in `course grade`'s sandbox; the
+learner's jobs on Slurm: tests/integration/test_grader_class.py): 10.1 runs the solution's
+function in the check's own processes and 10.2 runs the study of its script on this machine;
+10.3 and 10.4 decide on the study the notebook's cell ran here; known-wrong staging functions
+fail in the check's processes; a script whose runs fail is reported with its lines."""
 
 import re
 import textwrap
@@ -24,27 +25,24 @@ def answers(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, answers):
-    """runs/10 after the lesson's steps, run with the solution's function and script."""
+    """runs/10 after the lesson's study on this machine, run with the solution's script."""
     folder = tmp_path_factory.mktemp("runs10")
     small_files.write_dataset(folder / "data")
-    staged = cluster.stage_and_measure(
-        LOCAL, folder / "data", folder / "staging", answers.stage_dataset
-    )
-    assert staged.ok, staged.tail(20)
     study = cluster.study(LOCAL, answers.scaling_script, folder / "data", folder / "records")
     assert all(r.ok for r in study.runs), study.summary()
     return folder
 
 
 def test_every_check_passes_on_the_solutions_own_runs(answers, runs):
-    for exercise, answer in [
-        ("10.1", answers.stage_dataset),
-        ("10.2", answers.scaling_script),
-        ("10.3", answers.diagnose_transport),
-        ("10.4", answers.decide),
+    for exercise, answer, jobs in [
+        ("10.1", answers.stage_dataset, [[]]),  # the check cells name no job: the local route
+        ("10.2", answers.scaling_script, [[]]),
+        ("10.3", answers.diagnose_transport, []),
+        ("10.4", answers.decide, [[]]),
     ]:
-        result = run_check(exercise, answer, runs)
+        result = run_check(exercise, answer, runs, *jobs)
         assert result.passed, (exercise, result.message)
+        assert result.message.startswith("[via local ranks") or exercise in ("10.3", "10.4")
 
 
 def test_the_judges_own_training_is_the_1_rank_runs(runs):
@@ -63,15 +61,6 @@ def _variant(tmp_path, name: str, body: str):
     namespace = {}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     return namespace["stage_dataset"]
-
-
-def _staged_with(fn, tmp_path, runs, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "local"))  # what a wrong answer leaves: here
-    folder = tmp_path / "runs10"
-    folder.mkdir()
-    (folder / "data").symlink_to(runs / "data")
-    cluster.stage_and_measure(LOCAL, folder / "data", folder / "staging", fn)
-    return folder
 
 
 NO_LOCK = """
@@ -122,25 +111,22 @@ RIGHT_BASE = 'environ.get("SLURM_TMPDIR") or environ.get("TMPDIR") or "/tmp"'
         (
             "one_folder_for_every_job",
             LOCKED.format(base=RIGHT_BASE, folder='"lab"'),
-            # the staging step's ranks found an old job's copy, or the check's next job did
-            r"^(the staging step \(runs/10/staging\)|the same node and TMPDIR, the next job): "
-            r"expected one rank (per node|of cn1) reading the archive, got",
+            # the check's next job on the node found the first job's copy
+            r"^the same node and TMPDIR, the next job: expected one rank of cn1 reading the "
+            r"archive, got",
         ),
     ],
 )
-def test_10_1_wrong_staging_functions_fail(tmp_path, runs, name, body, message, monkeypatch):
+def test_10_1_wrong_staging_functions_fail(tmp_path, name, body, message):
     fn = _variant(tmp_path, name, body)
-    result = run_check("10.1", fn, _staged_with(fn, tmp_path, runs, monkeypatch))
+    result = run_check("10.1", fn, tmp_path, [])
     assert result.verdict == "failed" and re.search(message, result.message), result.message
 
 
 def test_10_2_a_script_whose_runs_fail_is_reported_with_its_lines(answers, tmp_path):
+    """The check's own study of the script: every run ends before training."""
     broken = answers.scaling_script().replace('lab_train "$@"', 'lab_train --batch-size 0 "$@"')
-    folder = tmp_path / "runs10"
-    small_files.write_dataset(folder / "data")
-    study = cluster.study(LOCAL, lambda: broken, folder / "data", folder / "records", lrs=[0.1])
-    assert not any(r.ok for r in study.runs)
-    result = run_check("10.2", lambda: broken, folder)
+    result = run_check("10.2", lambda: broken, tmp_path, [])
     # job_config refuses the option before training starts: a usage error, in every run's log
     assert result.message.startswith("your script's runs wrote no record; the last lines of run")
     assert "--batch-size 0: must be at least 1" in result.message

@@ -4,7 +4,7 @@ x 2 tasks (one copy per node); the solution's scaling script at 2 nodes x 2 task
 a GPU per task (--gpus-per-node=2 on sbatch's command line) on the cluster's 4 GPUs per node
 (GRES, no driver: the tasks train on the CPU), so that what Slurm gives each task answers the
 lab's GPU decision; the sweep as a CPU job (the script's CPU variant: no GPU option at all) in a
-throttled array; sacct's record of each.
+throttled array; sacct's record of each, the run's summary in its comment among it.
 
 The jobs are submitted together when the first test needs them (the CPU sweep just after, with
 COURSE_DEVICE=cpu); each test reads its own. One CPU per task: the cluster's nodes share 2 cores.
@@ -15,9 +15,8 @@ import concurrent.futures
 import pytest
 from lab_answers import load
 
-from course_utils import accounting, batch
+from course_utils import accounting, batch, witness
 from course_utils.device import TaskView, plan_ranks
-from course_utils.grading.checks import lesson10
 from course_utils.lab import cluster, run_records, small_files, staging, transport
 
 SLURM = batch.Launcher("slurm", "the test asks for it")
@@ -99,7 +98,13 @@ def test_a_gpu_job_gives_every_task_its_nodes_gpus_and_the_lab_decides_nccl(jobs
     ] * 2
     (job,) = [s for s in accounting.ended_job_steps(record["label"]["job"]) if not s.is_step]
     assert job.alloc_tres.get("gres/gpu") == "4" and job.name == cluster.job_name("2x2", text)
-    assert lesson10._scheduler_says(record, "2x2", text, "2x2") == "sacct"
+    # rank 0 left the run's summary in the job's record: what the lesson and its judge read
+    kept = accounting.job_record(record["label"]["job"])
+    summary = run_records.from_comment(witness.from_job_record(kept.comment))
+    assert (summary["name"], summary["configuration"]["ranks"]) == ("2x2", 4)
+    assert summary["losses"] == [round(x, 6) for x in record["losses"][:5]]
+    assert summary["throughput"] == round(record["throughput"], 1)
+    assert kept.nodelist == "cn[1-2]" and kept.started <= kept.ended
     log = (folder / "records" / "logs" / "2x2.log").read_text()
     assert len(transport.links(log)) == 12 and transport.diagnose(log) == "socket"
     assert "from slurm" in log  # ranks from SLURM_PROCID & co, started by srun

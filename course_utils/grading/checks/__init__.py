@@ -16,8 +16,9 @@ their declarations without importing them (grading/catalog.py). Never shown insi
     lesson08.py             making training fast
     lesson09.py             when jobs fail
     lesson09_references.py  the judge's own runs and readings, and the course's recorded runs
-    lesson10.py             the cluster lab, graded on the learner's own runs
+    lesson10.py             the cluster lab, graded on the learner's own jobs and runs
     lesson10_cases.py       the cases lesson 10's checks bring beside the learner's runs
+    lesson10_jobs.py        10.1's and 10.2's jobs on Slurm's record, 10.4's data from it
     slurm_record.py         a learner's job as evidence: Slurm's record, held to the course
     answer_job_records.py   02.2's and 08.3's jobs (a learner's function run by the course's
                             program) as Slurm recorded them

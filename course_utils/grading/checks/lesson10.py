@@ -1,37 +1,41 @@
-"""Checkers of lesson 10, the cluster lab. Every exercise is graded on the learner's own runs:
-without them the check says "not attempted yet: run ... first".
+"""Checkers of lesson 10, the cluster lab. 10.1 and 10.2 are runs, graded on the learner's own
+jobs where they name them (Slurm's record, read with sacct: lesson10_jobs.py), else on the
+check's own run of their function and script on this machine; 10.3 and 10.4 are decisions on
+data, their own among it.
 
-10.1 the staging step of the notebook staged the lab's data set with the learner's function
-     (2 nodes x 2 ranks): one copy per node, whole (its digest is the data set's, which the judge
-     computes), from this very function (the digest of its source); then the function runs in
-     real processes on an archive drawn from the judge's seed (probes/lesson10.py), in a folder
-     the judge made: one reader per node, the others wait, SLURM_TMPDIR before TMPDIR before
-     /tmp, a folder per job and node; what each rank's folder holds is read by the judge on disk,
-     from outside the learner's process.
+10.1 the learner's stage_dataset, in real processes at the judge's seed (probes/lesson10.py), in
+     a folder the judge made: 2 nodes x 2 ranks, a node with only TMPDIR, the next job on that
+     node, a rank with neither; one reader per node, the others wait, SLURM_TMPDIR before TMPDIR
+     before /tmp, a folder per job and node; what each rank's folder holds is read by the judge
+     on disk, from outside the learner's process. Where STAGING_JOBS names their staging job:
+     sacct's record of it too (theirs, COMPLETED, a step of 4 tasks on 2 nodes, the course's
+     staging program given --answer and the --digest of the stage_dataset in the cell now).
 10.2 the learner's script keeps the lab's rules (lab.scripts, the header read as sbatch reads it:
      one task of a GPU's CPUs, memory asked for, a GPU per task that can reach its node's other
-     GPUs, one srun line of the lab's program) and drove the whole study: a record
-     of each of the four shapes and of every sweep task, each valid and carrying the script's
-     digest; the judge trains the 1-rank runs' first steps itself and compares the losses; where
-     a run was a Slurm job, sacct's record of it (state, name with the digest, nodes).
-10.3 names the transport in the learner's own 2-node run's log, the CI cluster's, and the
-     constructed NCCL excerpts, a network plugin's among them (a probe reads the log); held
-     out: logs drawn at random and a plugin's excerpt of another name.
+     GPUs, one srun line of the lab's program). Where STUDY_JOBS names their jobs: sacct's record
+     of each (theirs, COMPLETED, the script as Slurm stored it, the result lab_train's rank 0
+     left in its comment, of the shape sacct recorded): the four shapes once each and apart in
+     time on a shared node, the sweep one array of 2 or more tasks; the judge trains the 1-rank
+     runs' first steps itself and compares the losses. Else the check runs the study of the
+     script on this machine, in a folder it made, and judges its records the same way (each
+     carrying the script's digest).
+10.3 names the transport in the CI cluster's 2-node log, the constructed NCCL excerpts (a network
+     plugin's among them) and the learner's own 2-node run's log where there is one; held out:
+     logs drawn at random and a plugin's excerpt of another name.
 10.4 the GPU count (the course's one decision, how_many.choose) and the sweep's learning rate,
-     from the learner's own records, and from sets the check brings.
+     on the learner's own runs (their jobs' results from sacct where STUDY_JOBS names them, else
+     their local records) and on sets the check brings.
 Where the runs were started is said as "[via slurm]" or "[via local ranks: no Slurm here]"; the
 sanitize file's "lab launchers" rule makes the two compare equal.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import shutil
 import uuid
 from pathlib import Path
 
-from course_utils import accounting, how_many, notebook_code, reference
+from course_utils import how_many, reference
 from course_utils.grading import (
     CheckFailed,
     NotAttempted,
@@ -42,29 +46,28 @@ from course_utils.grading import (
     outside,
     run_probe,
 )
+from course_utils.grading.checks import lesson10_jobs, slurm_record
 from course_utils.grading.checks.lesson10_cases import (
     HELD_OUT_PLUGIN,
     decide_cases,
-    first_losses,
     judge_ranks,
     synthetic_log,
 )
+from course_utils.grading.checks.lesson10_jobs import reproduced
 from course_utils.grading.probes import lesson10 as probes
 from course_utils.lab import (
     cluster,
     run_records,
     scaling,
     scripts,
-    small_files,
     staging,
     transport,
 )
 from course_utils.lab.nccl_excerpts import EXCERPTS
 
-FIRST_LOSSES = 5  # the 1-rank runs' first losses the judge trains itself
 LAUNCHERS = {"slurm": "[via slurm]", "local": "[via local ranks: no Slurm here]"}
 SHAPES = {shape.name: shape for shape in cluster.SHAPES}
-STUDY = "run the study first: the last lines of exercise 10.2's cell run your script"
+STUDY = "run the study first: the cell after exercise 10.2's check runs your script"
 # a run forged in the kernel: the lab's program called in it, or its record writer
 FORGED = (
     r"jobs\s+import\s+lab_train|jobs\.lab_train\s+import|lab_train\.main",
@@ -72,48 +75,12 @@ FORGED = (
 )
 
 
-def _folder_given(folder) -> None:
-    if folder is None:
-        raise NotAttempted("run the lesson's cells first: the check reads runs/10")
+def _jobs(jobs, what: str) -> list[str]:
+    """The ids the learner named in the exercise cell (a proxy of their list, or None)."""
+    return slurm_record.named_jobs(jobs.value() if jobs is not None else None, what)
 
 
 # ---- 10.1 the staging step -----------------------------------------------------------------
-
-
-@functools.cache
-def _dataset_digest() -> str:
-    return small_files.content_digest()
-
-
-def _judge_staging_step(results: list[dict], source: str) -> None:
-    """The notebook's staging step, as its ranks reported it."""
-    if not results:
-        raise NotAttempted(
-            "run the staging step first: the exercise cell ends with "
-            "cluster.stage_and_measure(..., stage_dataset), which stages the lab's data set with "
-            "your function on 2 nodes x 2 ranks"
-        )
-    what = "the staging step (runs/10/staging)"
-    answers = {r.get("answer") for r in results}
-    expect(
-        answers == {notebook_code.digest(source)},
-        "results of the stage_dataset in your cell now (its digest)",
-        "results of another version: run the exercise cell again",
-        what,
-    )
-    ranks = sorted((r.get("node"), r.get("rank")) for r in results)
-    nodes = sorted({node for node, _ in ranks})
-    expect(len(ranks) == 4 and len(nodes) == 2, "4 ranks on 2 nodes", ranks, what)
-    for r in results:
-        if "error" in r:
-            raise CheckFailed(f"{what}, rank {r['rank']}: stage_dataset raised {r['error']}")
-    copies = staging.copies_per_node(results)
-    expect(set(copies.values()) == {1}, "one rank per node reading the archive", copies, what)
-    paths = {node: {r["path"] for r in results if r["node"] == node} for node in nodes}
-    expect(all(len(p) == 1 for p in paths.values()), "one folder per node", paths, what)
-    expect(len({p for s in paths.values() for p in s}) == 2, "a folder for each node", paths, what)
-    whole = all(r.get("digest") == _dataset_digest() for r in results)
-    expect(whole, f"every rank's copy whole ({small_files.DEFAULT_IMAGES} images)", "not", what)
 
 
 def _judge(reports: list[dict], base: str, title: str, digest: str, seen) -> None:
@@ -146,21 +113,8 @@ def _cleanup(seen, reports: list[dict], job: str, root: str) -> None:
                 break
 
 
-@exercise(
-    "10.1",
-    "stage the data set once per node, in the job",
-    allows=("opens or removes files",),
-    reference=(r"staging\.stage\(", r"\bstaging\.unpack\(", *FORGED),
-)
-def check_stage_dataset(stage_dataset, folder=None, seed: int = 0):
-    given = [] if folder is None else [folder]
-    got = run_probe(probes.staging_run, stage_dataset, *given)
-    if got["stub"]:
-        raise NotImplementedError
-    if got["source"] is None:
-        raise CheckFailed("the source of stage_dataset cannot be read: define it in a cell")
-    _folder_given(folder)
-    _judge_staging_step(got["results"], got["source"])
+def _staged_by_the_check(stage_dataset, seed: int) -> None:
+    """The learner's function in the check's own processes, on an archive drawn from `seed`."""
     job = f"check-{uuid.uuid4().hex[:8]}"
     digest = staging.bytes_digest(probes.archive_files(seed))
     seen = outside(stage_dataset)
@@ -171,60 +125,60 @@ def check_stage_dataset(stage_dataset, folder=None, seed: int = 0):
                 _judge(case["reports"], case["base"], case["title"], digest, seen)
         finally:
             _cleanup(seen, [r for case in cases for r in case["reports"]], job, root)
+
+
+@exercise(
+    "10.1",
+    "stage the data set once per node, in the job",
+    allows=("opens or removes files",),
+    reference=(r"staging\.stage\(", r"\bstaging\.unpack\(", *FORGED),
+)
+def check_stage_dataset(stage_dataset, folder=None, jobs=None, seed: int = 0):
+    got = run_probe(probes.staging_run, stage_dataset)
+    if got["stub"]:
+        raise NotImplementedError
+    if got["source"] is None:
+        raise CheckFailed("the source of stage_dataset cannot be read: define it in a cell")
+    named = _jobs(jobs, "STAGING_JOBS")
+    for job_id in named:
+        lesson10_jobs.staging_job(job_id, got["source"])
+    if not named:
+        slurm_record.needs_a_job("10.1", "bash runs/10/jobs/submit_staging.sh prints its id")
+    _staged_by_the_check(stage_dataset, seed)
+    slurm_record.note("your stage_dataset in the check's own processes at the judge's seed")
     return (
-        "your function staged the lab's data set once per node in the staging step, and in "
-        "the check's own processes: one reader per node, whole copies; SLURM_TMPDIR, else "
-        "TMPDIR, else /tmp"
+        f"{LAUNCHERS['slurm' if named else 'local']} your stage_dataset staged the data set once "
+        "per node: one reader per node, whole copies, a folder per job and node under "
+        "SLURM_TMPDIR, else TMPDIR, else /tmp (in the check's own processes; on Slurm, your "
+        "staging job's record too)"
     )
 
 
 @held_out("10.1", cases=1)
-def held_out_staging(rng, stage_dataset, folder=None):
+def held_out_staging(rng, stage_dataset, folder=None, jobs=None):
     """Another archive: a copy kept from the visible case, or content made up, fails it."""
-    check_stage_dataset(stage_dataset, folder, seed=rng.randrange(1, 2**20))
+    _staged_by_the_check(stage_dataset, rng.randrange(1, 2**20))
 
 
-# ---- 10.2 the scaling job's batch script, driving the study ---------------------------------
+# ---- 10.2 the scaling job's batch script, and the study of it -------------------------------
 
 
-def _reproduced(record: dict, what: str) -> None:
-    config, losses = record["configuration"], record.get("losses")
-    expect(type(losses) is list and len(losses) >= FIRST_LOSSES, "the run's losses", losses, what)
-    mine = first_losses(float(config["lr"]), int(config["batch_per_rank"]), FIRST_LOSSES)
-    # on the CPU the same steps agree to ~1e-6 whatever the threads; a GPU's convolutions
-    # (cuDNN, TF32 by default) differ more
-    tol = 5e-3 if config["device"] == "cuda" else 1e-4
-    same = all(type(x) is float and math.isclose(x, y, abs_tol=tol) for x, y in zip(losses, mine))
-    shown = [round(x, 4) for x in mine]
-    expect(same, f"first losses {shown}, as the check trains the same run", losses[:5], what)
-
-
-def _scheduler_says(record: dict, name: str, text: str, what: str) -> str:
-    """sacct's record of a Slurm run: completed, named for this script, on its nodes."""
-    job = str(record["label"]["job"])
-    steps = [s for s in accounting.ended_job_steps(job) if not s.is_step]
-    if not steps:
-        expect(shutil.which("sacct") is None, f"sacct's record of job {job}", "none", what)
-        return "no accounting here"
-    want = cluster.job_name(name, text)
-    expect(steps[0].state == "COMPLETED", "a COMPLETED job (sacct)", steps[0].state, what)
-    expect(steps[0].name == want, f"the job named {want} (sacct)", steps[0].name, what)
-    nodes = record["configuration"]["nodes"]
-    expect(steps[0].nodes == nodes, f"{nodes} node(s) (sacct)", steps[0].nodes, what)
-    return "sacct"
-
-
-def _judge_study(records: list[dict], text: str, logs: dict) -> tuple[list[dict], str]:
-    """The study's records that came from `text`, judged: the four shapes and the sweep."""
+def _judge_study(records: list[dict], text: str, logs: dict) -> list[dict]:
+    """The records of the check's own study of `text`, judged: the four shapes and the sweep."""
     if not records and logs:
         name, tail = next(iter(logs.items()))
         raise CheckFailed(
             f"your script's runs wrote no record; the last lines of run {name}:\n{tail}"
         )
     if not records:
-        raise NotAttempted(STUDY + " at every shape and as the sweep (cluster.study)")
+        raise CheckFailed("your script's study wrote no record and no log")
     mine = [r for r in records if r.get("label", {}).get("script") == cluster.digest(text)]
-    expect(mine, "records of the script scaling_script returns now", "records of another", STUDY)
+    expect(
+        mine,
+        "records of the script scaling_script returns",
+        "records of another (does it return the same text every time?)",
+        "your script's study",
+    )
     for r in mine:
         problems = run_records.validate(r)
         expect(not problems, "a valid record", "; ".join(problems), f"record {r.get('name')}")
@@ -241,78 +195,59 @@ def _judge_study(records: list[dict], text: str, logs: dict) -> tuple[list[dict]
     for r in sweep:
         expect(r["configuration"]["ranks"] == 1, "1 rank per sweep task", r["name"], "the sweep")
     for r in [scaling_runs["1x1"], *sweep]:
-        _reproduced(r, f"run {r['name']}")
-    launchers = {r["label"]["launcher"] for r in mine}
-    expect(len(launchers) == 1, "one launcher for the whole study", sorted(launchers))
-    for r in mine:  # a job's record is the scheduler's (the message is the same either way)
-        if r["label"]["launcher"] == "slurm":
-            name = r["name"] if r["study"] == "scaling" else "sweep"
-            _scheduler_says(r, name, text, r["name"])
-    return sweep, LAUNCHERS[launchers.pop()]
+        reproduced(r, f"run {r['name']}")
+    return sweep
+
+
+def _study_by_the_check(scaling_script) -> dict:
+    """The study of the learner's script, run by the check on this machine in a folder it
+    made (the four shapes one after another, then the sweep), read back from outside."""
+    seen = outside(scaling_script)
+    with seen.folder("course-10.2-") as root:
+        run_probe(probes.study_here, scaling_script, root=root)
+        return probes.study_files(seen.path(root))
 
 
 @exercise(
     "10.2",
-    "the scaling job's batch script, driving your study",
+    "the scaling job's batch script, and your study of it",
     reference=(r"lab_scaling\.sh", r"SCRIPTS\[", *FORGED),
 )
-def check_scaling_script(scaling_script, folder=None):
+def check_scaling_script(scaling_script, folder=None, jobs=None):
     text = call_answer(scaling_script)
     expect(type(text) is str, "the script as a str", type(text).__name__)
     problems = scripts.scaling_script_problems(text)
     if problems:
         raise CheckFailed(f"expected {problems[0]}")
-    _folder_given(folder)
-    found = run_probe(probes.study_records, folder)
-    sweep, where = _judge_study(found["records"], text, found["logs"])
+    named = _jobs(jobs, "STUDY_JOBS")
+    if named:
+        lesson10_jobs.study_jobs(named, text)
+    else:
+        slurm_record.needs_a_job("10.2", "bash runs/10/jobs/submit_study.sh prints their ids")
+        found = _study_by_the_check(scaling_script)
+        _judge_study(found["records"], text, found["logs"])
+        slurm_record.note("your script's study, run by the check on this machine")
     return (
-        f"your script ran the four shapes and a sweep of {len(sweep)} learning rates; every "
-        "record carries its digest, the 1-rank runs' losses are the check's own, and where the "
-        f"runs were Slurm jobs, sacct's record of each agrees {where}"
+        f"{LAUNCHERS['slurm' if named else 'local']} your script ran the four shapes one after "
+        "another and a learning-rate sweep; the 1-rank runs' first losses are the ones the check "
+        "trains"
     )
 
 
 # ---- 10.3 the transport --------------------------------------------------------------------
 
 
-def _own_study(folder) -> tuple[list, list]:
-    _folder_given(folder)
-    records = run_probe(probes.study_records, folder)["records"]
-    own = [r for r in records if r.get("study") == "scaling"]
-    sweep = [r for r in records if r.get("study") == "sweep"]
-    if sum(r.get("configuration", {}).get("ranks") == 1 for r in own) != 1 or not sweep:
-        raise NotAttempted(STUDY + ": this check reads your study's records (runs/10/records)")
-    for r in own + sweep:
-        problems = run_records.validate(r)
-        expect(not problems, "a valid record", "; ".join(problems), f"your record {r.get('name')}")
-        c, shape = r["configuration"], SHAPES.get(r["name"])
-        if shape and r["study"] == "scaling":  # a run of the shape its name says
-            expect((c["nodes"], c["ranks"]) == (shape.nodes, shape.ranks), shape, c, r["name"])
-        if c["ranks"] == 1:  # a run's, not typed in: the judge trains it too
-            _reproduced(r, f"your run {r['name']}")
-    return own, sweep
+def _own_log(folder) -> str | None:
+    """The learner's own 2-node run's log (their job's, else their run's on this machine) where
+    one finished and names its links; None otherwise: 10.3 decides on the other logs then."""
+    log = run_probe(probes.two_node_log, folder) if folder is not None else None
+    return log if log and "record 2x2:" in log and transport.links(log) else None
 
 
-def _own_log(folder) -> str:
-    _own_study(folder)  # the log of a study that ran: its 1-rank runs reproduce
-    log = run_probe(probes.two_node_log, folder)
-    if log is None:
-        raise NotAttempted(
-            STUDY + ": this check reads your 2-node run's log (records/logs/2x2.log)"
-        )
-    expect(
-        "record 2x2:" in log and transport.links(log),
-        "a finished 2-node run's log that names its links",
-        "a log without them: did the 2x2 run finish?",
-        "your own 2-node run's log",
-    )
-    return log
-
-
-def _transport_cases(log: str) -> list[tuple[str, str, str]]:
+def _transport_cases(log: str | None) -> list[tuple[str, str, str]]:
     recorded = reference.load(cluster.REFERENCE)
     expect(recorded is not None, f"the CI cluster's records ({cluster.REFERENCE}.json)", "none")
-    cases = [("your own 2-node run's log", log, transport.diagnose(log))]
+    cases = [("your own 2-node run's log", log, transport.diagnose(log))] if log else []
     ci = recorded["logs"]["2x2"]
     cases.append(("the CI cluster's 2-node log", ci, transport.diagnose(ci)))
     excerpts = [(n, e) for n, e in EXCERPTS.items() if e.kind in transport.TAUGHT]
@@ -335,15 +270,15 @@ def _named(diagnose_transport, what: str, log: str, want: str) -> None:
 
 @exercise(
     "10.3",
-    "name the transport from your own run's log",
+    "name the transport from a log",
     reference=(r"transport\.diagnose\(", r"transport\.links\(", *FORGED),
 )
 def check_diagnose_transport(diagnose_transport, folder=None):
     for what, log, want in _transport_cases(_own_log(folder)):
         _named(diagnose_transport, what, log, want)
     return (
-        "named the transport in your own 2-node run's log, the CI cluster's, and the "
-        "constructed NCCL excerpts"
+        "named the transport in the CI cluster's 2-node log, the constructed NCCL excerpts and "
+        "your own 2-node run's log where it ran"
     )
 
 
@@ -372,13 +307,34 @@ def _decided(decide, what: str, records: list, sweep: list, deadline) -> None:
     expect(type(lr) in (int, float) and lr == best, f"lr {best:g} (the lowest last loss)", lr, what)
 
 
+def _own_data(folder, jobs) -> tuple[list, list]:
+    """The learner's own study as data: their named jobs' results in sacct, else the records of
+    their study on this machine (runs/10/records); not attempted without either."""
+    named = _jobs(jobs, "STUDY_JOBS")
+    if named:
+        return lesson10_jobs.study_as_data(named)
+    records = run_probe(probes.study_records, folder)["records"] if folder is not None else []
+    own = [r for r in records if r.get("study") == "scaling"]
+    sweep = [r for r in records if r.get("study") == "sweep"]
+    if sorted(r.get("name") for r in own) != sorted(SHAPES) or not sweep:
+        raise NotAttempted(
+            STUDY + ": this check decides on your study's records (runs/10/records), or on your "
+            "jobs' results in sacct (STUDY_JOBS)"
+        )
+    for r in own + sweep:
+        problems = run_records.validate(r)
+        expect(not problems, "a valid record", "; ".join(problems), f"your record {r.get('name')}")
+    slurm_record.note("your study's records on this machine, as data")
+    return own, sweep
+
+
 @exercise(
     "10.4",
     "the GPU count and the learning rate, from your own runs",
     reference=(r"scaling\.ranks_to_ask\(", r"scaling\.rates\(", r"scaling\.best_lr\(", *FORGED),
 )
-def check_decide(decide, folder=None):
-    own, sweep = _own_study(folder)
+def check_decide(decide, folder=None, jobs=None):
+    own, sweep = _own_data(folder, jobs)
     for what, records, runs, deadline in decide_cases(own, sweep):
         _decided(decide, what, records, runs, deadline)
     return (
@@ -388,8 +344,8 @@ def check_decide(decide, folder=None):
 
 
 @held_out("10.4", cases=3)
-def held_out_decide(rng, decide, folder=None):
+def held_out_decide(rng, decide, folder=None, jobs=None):
     """Efficiencies, deadlines and sweeps drawn at random: a table of the visible answers fails."""
-    own, sweep = _own_study(folder)
+    own, sweep = _own_data(folder, jobs)
     what, records, runs, deadline = decide_cases(own, sweep, rng)[-1]
     _decided(decide, what, records, runs, deadline)

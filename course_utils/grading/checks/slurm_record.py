@@ -2,7 +2,7 @@
 
 Where an exercise asks for a job, the learner submits it while they work through the lesson
 and names it in their answer (the id `sbatch --parsable` printed). At grade time the judge
-reads Slurm's accounting of that job (`accounting.job_record`, outside the learner's process,
+reads Slurm's accounting of that job (`accounting.job_records`, outside the learner's process,
 with the rights of whoever grades: the course account's coordinator sees its learners' jobs
 where PrivateData hides them) and holds it to the course (`Course`): submitted by the learner's
 cluster login, on the course's account, within the course's window; then the exercise's checker
@@ -88,21 +88,52 @@ def needs_a_job(exercise_id: str, how: str) -> None:
 
 
 def learner_job(job_id: str, exercise_id: str) -> accounting.JobRecord:
-    """Slurm's record of `job_id`, once it is the learner's own job for the course, named by one
-    exercise only; CheckFailed saying why not."""
+    """Slurm's record of `job_id`, once it is the learner's own job for the course, ended, named
+    by one exercise only; CheckFailed saying why not (NotAttempted for a job still queued or
+    running: it is not wrong, only not done)."""
+    records = learner_jobs(job_id, exercise_id)
+    if len(records) > 1:
+        tasks = ", ".join(r.job_id for r in records)
+        raise CheckFailed(
+            f"job {job_id}: expected one job, got an array of {len(records)} tasks ({tasks}): "
+            "name the job this exercise asks for"
+        )
+    return records[0]
+
+
+def learner_jobs(job_id: str, exercise_id: str, claim: bool = True) -> list[accounting.JobRecord]:
+    """Slurm's records of `job_id`: the job, or each task of an array named by its id, held to
+    the course as `learner_job` holds one. `claim=False` reads them as data only (another
+    exercise's evidence may be read so; the job stays that exercise's)."""
     what = f"job {job_id}"
     claimed = _CLAIMED.get(job_id)
-    if claimed is not None and claimed != exercise_id:
+    if claim and claimed is not None and claimed != exercise_id:
         raise CheckFailed(
             f"{what} is already the evidence of exercise {claimed}: a job serves one exercise"
         )
-    record = accounting.job_record(job_id)
+    records = accounting.job_records(job_id)
     mine = course()
-    if record is None:
+    if not records:
         raise CheckFailed(
             f"{what}: expected Slurm's record of a job of yours, got none (no such job, or "
             f"another user's job, which Slurm does not show to {mine.login})"
         )
+    for record in records:
+        _held_to_course(record, mine, f"job {record.job_id}")
+    queued = [r for r in records if r.state in accounting.ACTIVE]
+    if queued:
+        states = ", ".join(f"{r.job_id} {r.state}" for r in queued)
+        raise NotAttempted(
+            f"{what} has not ended yet ({states}): run this check again once it has "
+            f"(squeue -j {job_id} shows it until then)"
+        )
+    if claim:
+        _CLAIMED[job_id] = exercise_id
+    return records
+
+
+def _held_to_course(record: accounting.JobRecord, mine: Course, what: str) -> None:
+    """The course's rules for a learner's job: their login, the course's account and window."""
     if record.user != mine.login:
         raise CheckFailed(
             f"{what}: expected a job submitted by {mine.login}, got one submitted by "
@@ -120,8 +151,6 @@ def learner_job(job_id: str, exercise_id: str) -> accounting.JobRecord:
             f"{what}: expected a job submitted during the course ({mine.since or '...'} to "
             f"{mine.until or '...'}), got one submitted {record.submitted}"
         )
-    _CLAIMED[job_id] = exercise_id
-    return record
 
 
 def job_line(record: accounting.JobRecord):

@@ -18,6 +18,6 @@ The probes of lesson NN's exercises ("NN.k" and "NN.k/part"), one module per les
     lesson08.py  the loader timed, the bottleneck named (08.1, 08.3)
     lesson09.py  the runs provoked, run_ranks, the repaired job, accumulation, the loader
                  (09.1-09.5)
-    lesson10.py  the staging runs and cases, the study's records, the 2-node log (10.1-10.3)
+    lesson10.py  the staging cases, the study run here, its records, the 2-node log (10.1-10.4)
 Nothing is imported here: the kernel imports a lesson's module when its first probe is asked for.
 """

@@ -1,11 +1,12 @@
 """Lesson 10's probes: what its checks run in the learner's process, returning plain data.
 
 The judge (lesson10.py) cannot see the learner's folder nor hold their functions; these probes
-read what the learner's runs left in runs/10 (the staging step's results, the study's records
-and logs) and run exercise 10.1's function in real processes at the judge's draws. What they
-report comes from the learner's process: the judge holds it against what it computes itself
-(the data set's digest, the archive's digest at its seed, the script's digest, the losses of a
-1-rank run it trains itself, sacct's record where Slurm ran the jobs).
+run exercise 10.1's function in real processes at the judge's draws and 10.2's script as the
+study on this machine, each in a folder the judge made and reads from outside, and read what
+the notebook's own runs left in runs/10 (the study's records, the 2-node run's log), which 10.3
+and 10.4 decide on. What they report comes from the learner's process: the judge holds it
+against what it computes itself (the archive's digest at its seed, the script's digest, the
+losses of a 1-rank run it trains itself).
 """
 
 from __future__ import annotations
@@ -48,15 +49,13 @@ def _read_json(folder: Path, pattern: str) -> list:
 
 
 @probe("10.1/staging")
-def staging_run(stage_dataset, folder=None) -> dict:
-    """The learner's function as it stands (its source, whether it is the stub) and what the
-    staging step of their notebook wrote (<folder>/staging/rank*.json)."""
+def staging_run(stage_dataset) -> dict:
+    """The learner's function as it stands: its source, and whether it is the stub."""
     try:
         source = notebook_code.source(stage_dataset)
     except ValueError:
         source = None
-    results = _read_json(Path(folder) / "staging", "rank*.json") if folder is not None else []
-    return {"stub": notebook_code.is_stub(stage_dataset), "source": source, "results": results}
+    return {"stub": notebook_code.is_stub(stage_dataset), "source": source}
 
 
 def _archive(folder: Path, seed: int) -> Path:
@@ -186,10 +185,24 @@ def staging_cases(stage_dataset, seed: int, job: str, root: str) -> list[dict]:
 # ---- 10.2, 10.3, 10.4: the study's records and logs ----------------------------------------
 
 
-@probe("10.2/records")
-def study_records(folder) -> dict:
-    """Every record the study wrote (<folder>/records/{scaling,sweep}/*.json), as they are, and
-    the last lines of each run's log (<folder>/records/logs/<run>.log)."""
+@probe("10.2/study")
+def study_here(scaling_script, root: str) -> str:
+    """The study of the learner's script on this machine (`cluster.study`, the local route: the
+    four shapes one after another, then the sweep), on the lab's data set written under `root`,
+    a folder the judge made, where the records and logs go. What the study said."""
+    from course_utils.batch import Launcher
+    from course_utils.lab import cluster, small_files
+
+    data = Path(root) / "data"
+    small_files.write_dataset(data)
+    here = Launcher("local", "the check runs your study on this machine")
+    ran = cluster.study(here, scaling_script, data, Path(root) / "records", folder=Path(root))
+    return ran.summary()
+
+
+def study_files(folder: str | Path) -> dict:
+    """Every record a study wrote under <folder>/records ({scaling,sweep}/*.json), as they are,
+    and the last lines of each run's log (<folder>/records/logs/<run>.log)."""
     records = Path(folder) / "records"
     logs = {
         path.stem: "\n".join(path.read_text(errors="replace").splitlines()[-12:])
@@ -199,8 +212,22 @@ def study_records(folder) -> dict:
     return {"records": found, "logs": logs}
 
 
+@probe("10.2/records")
+def study_records(folder) -> dict:
+    """What the study of the notebook's cell on this machine wrote in <folder> (runs/10): its
+    records and the last lines of its logs (`study_files`); none where no folder is given."""
+    return study_files(folder) if folder is not None else {"records": [], "logs": {}}
+
+
 @probe("10.3/log")
 def two_node_log(folder) -> str | None:
-    """The learner's 2-node run's log (<folder>/records/logs/2x2.log), or None."""
-    path = Path(folder) / "records" / "logs" / "2x2.log"
+    """The learner's own 2-node run's log: their 2x2 job's (<folder>/jobs/logs/2x2-*.out, the
+    newest), else their run's on this machine (<folder>/records/logs/2x2.log); None."""
+    if folder is None:
+        return None
+    jobs = sorted(
+        (Path(folder) / "jobs" / "logs").glob("2x2-*.out"), key=lambda p: p.stat().st_mtime
+    )
+    here = Path(folder) / "records" / "logs" / "2x2.log"
+    path = jobs[-1] if jobs else here
     return path.read_text(errors="replace") if path.is_file() else None

@@ -57,8 +57,9 @@ def steps(job: str, cpus: int, nodes: int, step_tasks: int | None, state="COMPLE
 def owners(job: str, runs=("COMPLETED",), comment="", line="sbatch x.sh", step="") -> str:
     found = []
     for state in runs:
-        found.append(f"{job}|learner1|course|2026-11-29T08:00:00|{state}|{comment}|{line}")
-        found.append(f"{job}.0|||2026-11-29T08:00:00|{state}||{step}")
+        ran = "2026-11-29T08:00:01|2026-11-29T08:00:10|cn1"  # Start, End, NodeList
+        found.append(f"{job}|learner1|course|2026-11-29T08:00:00|{state}|{ran}|{comment}|{line}")
+        found.append(f"{job}.0|||2026-11-29T08:00:00|{state}|{ran}||{step}")
     return "\n".join(found) + "\n"
 
 

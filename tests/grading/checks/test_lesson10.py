@@ -1,24 +1,31 @@
-"""Lesson 10 checkers: each passes on the reference answer with the learner's own runs, fails with
-a useful message on known-wrong answers and forged runs, says "not attempted yet" for a stub
-and for a missing run. The runs are given here as the files they leave in runs/10 (records,
-logs, the staging step's results); 10.1's own processes and the real study are in
-tests/integration/test_lab_checks.py."""
+"""Lesson 10 checkers: each passes on the reference answer with the learner's own jobs and runs,
+fails with a useful message on known-wrong answers, jobs and forged runs, says "not attempted
+yet" for a stub and for a missing run or a job still queued. The learner's jobs are given as
+Slurm's records (`accounting.JobRecord`, injected where sacct would be read), the runs as the
+files they leave (records, logs); the check's own processes (10.1's cases, 10.2's study on this
+machine) start only in tests/integration/test_lab_checks.py."""
 
+import ast
+import dataclasses
 import json
 import os
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 from lab_fixtures import record
 
-from course_utils import processes
+from course_utils import accounting, notebook_code
 from course_utils.grading import NOT_ATTEMPTED, held_out_cases, run_check
-from course_utils.grading.checks import lesson10, lesson10_cases
+from course_utils.grading.checks import lesson10, lesson10_cases, lesson10_jobs, slurm_record
 from course_utils.grading.exercises import run_held_out
 from course_utils.grading.judge.outside import Outside
-from course_utils.lab import cluster, run_records, small_files, staging, transport
+from course_utils.grading.notebooks import course_meta
+from course_utils.grading.probes import lesson10 as probes
+from course_utils.lab import cluster, run_records, scripts, staging, transport
 from course_utils.lab.nccl_excerpts import EXCERPTS
+from course_utils.paths import REPO_ROOT
 
 SCRIPT = cluster.SCRIPTS["scaling"].read_text()
 WORK = lesson10.scaling.WORK
@@ -30,7 +37,8 @@ def stub(*args):
 
 def losses(lr: float) -> list[float]:
     """What a 1-rank run of lab_train at `lr` logs first: the judge's own training, then more."""
-    return [*lesson10_cases.first_losses(lr, 32, lesson10.FIRST_LOSSES), 2.0, 1.9, 1.8, 1.7]
+    first = lesson10_cases.first_losses(lr, 32, run_records.COMMENT_LOSSES)
+    return [*first, 2.0, 1.9, 1.8, 1.7]
 
 
 def study(folder, text=SCRIPT, efficiencies=None, last=(2.2, 0.9, 2.4), launcher="local"):
@@ -63,70 +71,171 @@ def runs(tmp_path):
     return study(tmp_path)
 
 
-# ---- 10.1: the staging step's results (the check's own processes: integration tests) -------
+# ---- the learner's jobs, as Slurm's accounting records them -----------------------------------
+
+
+@pytest.fixture
+def sacct(monkeypatch):
+    """Slurm's records of the learner's jobs, injected where the checks read sacct:
+    `sacct(*records)`; an array's tasks are named by the array's id. The course: learner1's."""
+    found: dict[str, list[accounting.JobRecord]] = {}
+    monkeypatch.setattr(accounting, "job_records", lambda job_id, timeout=30: found.get(job_id, []))
+    slurm_record.set_course(slurm_record.Course("learner1", "course"))
+
+    def install(*records):
+        found.clear()
+        for r in records:
+            found.setdefault(r.job_id.split("_")[0], []).append(r)
+
+    yield install
+    slurm_record._COURSE.clear()
+    slurm_record._CLAIMED.clear()
+
+
+def job(job_id, nodes=1, tasks=1, *, script=SCRIPT, comment="", state="COMPLETED", user="learner1",
+        minutes=(0, 1), nodelist=None, line="sbatch x.sh"):  # fmt: skip
+    """A job as sacct records it: its own line, the batch step, one srun step of `tasks` tasks;
+    it ran from minute `minutes[0]` to `minutes[1]` on `nodelist` (cn1, or cn[1-2])."""
+    tres = {"cpu": str(4 * tasks), "mem": f"{4 * tasks}G", "node": str(nodes)}
+    cpus = 4 * tasks
+    steps = (
+        accounting.Step(job_id, "lab", state, 0, 9.0, cpus, 4096.0, None, 2.0, tres, nodes, None),
+        accounting.Step(f"{job_id}.batch", "batch", state, 0, 9.0, 4, None, 99.0, 1.0, tres, 1, 1),
+        accounting.Step(
+            f"{job_id}.0", "py", state, 0, 8.0, cpus, None, 99.0, 1.0, tres, nodes, tasks
+        ),
+    )
+    started, ended = (f"2026-11-29T08:{m:02d}:00" for m in minutes)
+    return accounting.JobRecord(
+        job_id=job_id, user=user, account="course", submitted="2026-11-29T07:59:00",
+        submit_line=line, comment=comment, runs=(state,), step_lines=(), script=script,
+        steps=steps, started=started, ended=ended,
+        nodelist=nodelist or ("cn1" if nodes == 1 else "cn[1-2]"),
+    )  # fmt: skip
+
+
+def lab_comment(name, study="scaling", lr=0.05, throughput=1000.0, typed=None, last=2.0):
+    """What lab_train's rank 0 leaves in its job's comment for this run (`typed`: losses
+    made up instead of the ones the run gives)."""
+    run = record(name, throughput, study=study, lr=lr)
+    run["losses"] = losses(lr) if typed is None else typed
+    run["loss"]["last"] = last
+    return "course:" + run_records.to_comment(run)
+
+
+def study_jobs(text=SCRIPT, sweep=(0.02, 0.1, 0.3), **changes):
+    """The learner's honest study as sacct records it: the four shapes, one after another
+    (jobs 41-44, minutes 0-4), and the sweep as array 50; `changes` replace one job by id."""
+    runs = []
+    for i, (name, (nodes, per)) in enumerate(SHAPES_RUN.items()):
+        comment = lab_comment(name, throughput=1000.0 * nodes * per * 0.9)
+        runs.append(job(str(41 + i), nodes, nodes * per, script=text, comment=comment,
+                        minutes=(i, i + 1)))  # fmt: skip
+    for t, (lr, last) in enumerate(zip(sweep, (2.2, 0.9, 2.4))):
+        comment = lab_comment(f"lr-{lr:g}", "sweep", lr, last=last)
+        runs.append(job(f"50_{t}", script=text, comment=comment, minutes=(0, 2)))
+    return [changes.get(r.job_id, r) for r in runs]
+
+
+SHAPES_RUN = {"1x1": (1, 1), "1x2": (1, 2), "1x4": (1, 4), "2x2": (2, 2)}
+NAMED = ["41", "42", "43", "44", "50"]
+
+
+# ---- 10.1: the staging job on the record (the check's own processes: integration tests) ------
 
 
 def stage_dataset(archive, environ):  # the solution's shape; only its source is read here
     return environ
 
 
-SOURCE = lesson10.notebook_code.source(stage_dataset)
+SOURCE = notebook_code.source(stage_dataset)
+DIGEST = notebook_code.digest(SOURCE)
+STAGING = cluster.SCRIPTS["staging"].read_text()
+STAGING_LINE = f"sbatch --parsable lab_staging.sh --answer s.py --digest {DIGEST}"
 
 
-def staged(folder, change=None):
-    """The staging step's rank*.json as 2 nodes x 2 ranks of `stage_dataset` wrote them."""
-    out = folder / "staging"
-    out.mkdir(parents=True, exist_ok=True)
-    for rank in range(4):
-        node = f"node{rank // 2}"
-        result = {
-            "rank": rank,
-            "node": node,
-            "path": f"/tmp/lab-local-1-1/{node}",
-            "copied": rank % 2 == 0,
-            "answer": lesson10.notebook_code.digest(SOURCE),
-            "digest": small_files.content_digest(),
-            "seconds": 0.1,
-            "world_size": 4,
-            "ranks_on_node": 2,
-        }
-        result.update((change or {}).get(rank, {}))
-        (out / f"rank{rank}.json").write_text(json.dumps(result))
-    return folder
+def staging_job(**changes):
+    fields = {"nodes": 2, "tasks": 4, "script": STAGING, "line": STAGING_LINE, **changes}
+    return job("30", **fields)
 
 
-def judge_staging(folder):
-    results = [json.loads(p.read_text()) for p in sorted((folder / "staging").glob("rank*"))]
-    lesson10._judge_staging_step(results, SOURCE)
-
-
-def test_10_1_the_staging_step_with_the_learners_function_is_judged(tmp_path):
-    judge_staging(staged(tmp_path))  # raises nothing
+def test_10_1_the_learners_staging_job_on_the_record_is_judged(sacct):
+    sacct(staging_job())
+    lesson10_jobs.staging_job("30", SOURCE)  # raises nothing
+    assert slurm_record._CLAIMED == {"30": "10.1"}
 
 
 @pytest.mark.parametrize(
-    "change, message",
+    "changes, message",
     [
-        ({1: {"copied": True}}, "expected one rank per node reading the archive, got {'node0': 2"),
-        ({1: {"path": "/tmp/other"}}, "expected one folder per node, got"),
-        ({2: {"digest": "0123"}}, "expected every rank's copy whole (512 images), got not"),
-        ({0: {"answer": "another"}}, "expected results of the stage_dataset in your cell now"),
-        ({3: {"error": "KeyError: 'TMPDIR'"}}, "rank 3: stage_dataset raised KeyError"),
+        ({"user": "learner2"}, "job 30: expected a job submitted by learner1, got one submitted"),
+        ({"state": "FAILED"}, "job 30: expected a COMPLETED job, got FAILED"),
+        ({"nodes": 1}, "job 30: expected a step of 4 tasks on 2 nodes (srun), got 1 node x 4"),
+        ({"script": SCRIPT}, "job 30: expected a script that runs python -m course_utils.jobs."),
+        (
+            {"line": "sbatch lab_staging.sh --answer s.py --digest 0123"},
+            f"job 30: expected --digest {DIGEST}, the digest of the stage_dataset in your cell "
+            "now (the sbatch line the lesson prints), got 0123: another version of it; submit it "
+            "again",
+        ),
+        ({"line": f"sbatch s.sh --digest {DIGEST}"}, "job 30: expected --answer with your"),
     ],
 )
-def test_10_1_a_staging_step_that_went_wrong_fails(tmp_path, change, message):
-    with pytest.raises(lesson10.CheckFailed, match=re.escape(message)):
-        judge_staging(staged(tmp_path, change))
+def test_10_1_a_staging_job_that_is_not_the_answer_fails_before_any_process(
+    sacct, changes, message
+):
+    """Judged before the check starts its own processes: the fast lane refuses them."""
+    sacct(staging_job(**changes))
+    result = run_check("10.1", stage_dataset, None, ["30"])
+    assert result.verdict == "failed" and result.message.startswith(message), result.message
 
 
-def test_10_1_without_its_staging_step_is_not_attempted(tmp_path):
-    """The check reads the learner's run first: no results, not attempted (no process starts)."""
-    result = run_check("10.1", stage_dataset, tmp_path)
-    assert result.verdict == NOT_ATTEMPTED and result.message.startswith(
-        "run the staging step first: the exercise cell ends with cluster.stage_and_measure"
+def test_10_1_a_staging_job_still_queued_is_not_attempted_yet(sacct):
+    sacct(staging_job(state="PENDING"))
+    result = run_check("10.1", stage_dataset, None, ["30"])
+    assert result.verdict == NOT_ATTEMPTED and "has not ended yet (30 PENDING)" in result.message
+
+
+def test_10_1_a_stub_or_no_function_is_not_a_run(tmp_path):
+    assert run_check("10.1", stub, tmp_path, []).verdict == NOT_ATTEMPTED
+    assert run_check("10.1", "not a function", tmp_path, []).verdict == "failed"
+    bad = run_check("10.1", stage_dataset, tmp_path, ["Submitted batch job 30"])
+    assert bad.message.startswith("STAGING_JOBS: expected job ids as sbatch --parsable prints")
+
+
+def test_where_the_course_ran_on_the_cluster_10_1_and_10_2_name_their_jobs(tmp_path):
+    slurm_record.set_course(slurm_record.Course("learner1", "course", required=True))
+    try:
+        staged = run_check("10.1", stage_dataset, tmp_path, [])
+        studied = run_check("10.2", script(), tmp_path, [])
+    finally:
+        slurm_record._COURSE.clear()
+    assert staged.verdict == studied.verdict == NOT_ATTEMPTED
+    assert staged.message == (
+        "submit your job on the cluster first (bash runs/10/jobs/submit_staging.sh prints its "
+        "id), and name its id"
     )
-    assert run_check("10.1", stub, tmp_path).verdict == NOT_ATTEMPTED
-    assert run_check("10.1", "not a function", tmp_path).verdict == "failed"
+    assert "submit your job on the cluster first (bash runs/10/jobs/submit_study.sh" in (
+        studied.message
+    )
+
+
+def test_lesson_10s_exercise_cells_define_answers_and_run_nothing():
+    """Nothing in an exercise cell stages, submits or sweeps for the learner: each only defines
+    the answer (functions, and the imports they use) and the lists of the learner's job ids."""
+    nb = nbformat.read(REPO_ROOT / "solutions" / "10_cluster_lab.ipynb", as_version=4)
+    cells = [c for c in nb.cells if course_meta(c).get("role") == "exercise"]
+    assert [course_meta(c)["does"] for c in cells] == ["run", "run", "decide", "decide"]
+    lists = []
+    for cell in cells:
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.Assign):
+                assert isinstance(node.value, ast.List) and not node.value.elts, cell.source
+                lists += [t.id for t in node.targets]
+            else:
+                kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef)
+                assert isinstance(node, kinds), ast.get_source_segment(cell.source, node)
+    assert lists == ["STAGING_JOBS", "STUDY_JOBS"]
 
 
 def _report(node, rank, path, read, whole=3, expected=3, digest="d"):
@@ -185,25 +294,129 @@ def test_10_1_judges_one_reader_per_node_and_complete_copies(tmp_path):
         lesson10._judge(good, base, "2 nodes", digest, seen)
 
 
-# ---- 10.2 ------------------------------------------------------------------------------------
+# ---- 10.2: the study on the record ---------------------------------------------------------
 
 
 def script(text=SCRIPT):
     return lambda: text
 
 
-def test_10_2_passes_on_the_study_its_script_drove(runs):
-    result = run_check("10.2", script(), runs)
+def test_10_2_passes_on_the_learners_jobs_as_sacct_recorded_them(sacct):
+    sacct(*study_jobs())
+    result = run_check("10.2", script(), None, NAMED)
     assert result.passed, result.message
-    assert result.message.endswith("[via local ranks: no Slurm here]")
-    assert run_check("10.2", stub, runs).verdict == NOT_ATTEMPTED
-
-
-def test_10_2_without_the_study_is_not_attempted(tmp_path):
-    result = run_check("10.2", script(), tmp_path)
-    assert result.verdict == NOT_ATTEMPTED and result.message.startswith(
-        "run the study first: the last lines of exercise 10.2's cell run your script"
+    assert result.message.startswith("[via slurm] your script ran the four shapes one after")
+    assert "sacct 41: 1 node x 1 task, 4 CPUs, COMPLETED, script stored" in result.evidence
+    assert "sacct 50_2: 1 node x 1 task" in result.evidence and "sacct 44: 2 nodes x 4 tasks" in (
+        result.evidence
     )
+    assert run_check("10.2", stub, None, NAMED).verdict == NOT_ATTEMPTED
+
+
+def test_10_2_a_cpu_runs_variant_of_the_script_is_the_learners_script(sacct):
+    variant = scripts.cpu_variant(SCRIPT)
+    sacct(*[dataclasses.replace(r, script=variant) for r in study_jobs()])
+    assert run_check("10.2", script(), None, NAMED).passed
+
+
+TYPED = [2.3, 2.29, 2.28, 2.27, 2.26]  # plausible first losses, and made up
+
+
+def _shifted(r, minutes):
+    started, ended = (f"2026-11-29T08:{m:02d}:00" for m in minutes)
+    return dataclasses.replace(r, started=started, ended=ended)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda r: {"41": dataclasses.replace(r["41"], user="learner2")},
+         "job 41: expected a job submitted by learner1, got one submitted by learner2"),
+        (lambda r: {"42": dataclasses.replace(r["42"], runs=("FAILED",))},
+         "job 42: expected a COMPLETED job, got FAILED"),
+        (lambda r: {"43": dataclasses.replace(r["43"], script=SCRIPT + "# mine\n")},
+         "job 43: expected the script scaling_script returns now, as Slurm stored it, got "
+         "another script"),
+        (lambda r: {"43": dataclasses.replace(r["43"], script=None)},
+         "job 43: expected the script scaling_script returns now, as Slurm stored it, got no "
+         "script stored (AccountingStoreFlags=job_script)"),
+        (lambda r: {"43": dataclasses.replace(r["43"], comment="")},
+         "job 43: expected the result rank 0 of course_utils.jobs.lab_train leaves in its job's "
+         "comment, got no comment (did rank 0 finish?)"),
+        (lambda r: {"43": job("43", 1, 2, comment=lab_comment("1x4"), minutes=(2, 3))},
+         "job 43: expected a result of the 1 node(s) x 2 task(s) sacct recorded, got one of 1 x 4"),
+        (lambda r: {"43": job("43", 1, 2, comment=lab_comment("1x2"), minutes=(2, 3))},
+         "STUDY_JOBS: expected one job of each shape, got 1x2 twice (jobs 42 and 43)"),
+        (lambda r: {"42": _shifted(r["42"], (0, 2))},
+         "jobs 41 (1x1) and 42 (1x2): expected shapes that do not share a node at the same time, "
+         "got both on cn1 at once"),
+        (lambda r: {"41": job("41", comment=lab_comment("1x1", typed=TYPED))},
+         "job 41 (1x1): expected first losses [2.3079, "),
+    ],
+)  # fmt: skip
+def test_10_2_a_job_that_is_not_the_study_fails_with_the_reason(sacct, change, message):
+    honest = {r.job_id: r for r in study_jobs()}
+    sacct(*{**honest, **change(honest)}.values())
+    result = run_check("10.2", script(), None, NAMED)
+    assert result.verdict == "failed" and result.message.startswith(message), result.message
+
+
+def test_10_2_a_missing_shape_or_sweep_fails(sacct):
+    sacct(*study_jobs())
+    no_sweep = run_check("10.2", script(), None, NAMED[:4])
+    assert no_sweep.message == (
+        "STUDY_JOBS: expected the sweep as one job array of 2 or more tasks (sbatch "
+        "--array=0-2%2 ...), got no sweep"
+    )
+    slurm_record._CLAIMED.clear()
+    no_2x2 = run_check("10.2", script(), None, ["41", "42", "43", "50"])
+    assert no_2x2.message == (
+        "STUDY_JOBS: expected jobs of the shapes ['1x1', '1x2', '1x4', '2x2'] (nodes x tasks per "
+        "node), got ['1x1', '1x2', '1x4']"
+    )
+    sacct(*study_jobs(sweep=(0.1,)))
+    one_task = run_check("10.2", script(), None, NAMED)
+    assert one_task.message.startswith("STUDY_JOBS: expected the sweep as one job array of 2")
+
+
+def test_10_2_shapes_apart_in_time_or_each_exclusive_pass(sacct):
+    honest = {r.job_id: r for r in study_jobs()}
+    unknown = dataclasses.replace(honest["42"], started="", ended="")
+    sacct(*{**honest, "42": unknown}.values())  # no times: only --exclusive says they were apart
+    assert "ran on" not in run_check("10.2", script(), None, NAMED).message
+    assert run_check("10.2", script(), None, NAMED).message.startswith("jobs 41 (1x1) and 42")
+    slurm_record._CLAIMED.clear()
+    exclusive = {k: dataclasses.replace(r, submit_line="sbatch --exclusive x.sh")
+                 for k, r in honest.items()}  # fmt: skip
+    sacct(
+        *{
+            **exclusive,
+            "42": dataclasses.replace(unknown, submit_line="sbatch --exclusive x"),
+        }.values()
+    )
+    assert run_check("10.2", script(), None, NAMED).passed
+
+
+def test_10_2_a_job_still_queued_is_not_attempted_yet(sacct):
+    sacct(*study_jobs(), job("44", 2, 4, state="PENDING"))
+    result = run_check("10.2", script(), None, NAMED)
+    assert result.verdict == NOT_ATTEMPTED and "job 44 has not ended yet" in result.message
+
+
+# ---- 10.2: the script's rules, and the check's own study on this machine ---------------------
+
+
+def judged(folder, text=SCRIPT):
+    """10.2's verdict on the records the study of `text` left in `folder` (the check's own
+    study writes them in a folder it made; here the test writes them)."""
+    found = probes.study_files(folder)
+    return lesson10._judge_study(found["records"], text, found["logs"])
+
+
+def test_10_2_the_checks_own_study_is_judged_on_its_records(runs):
+    assert [r["name"] for r in judged(runs)] == ["lr-0.02", "lr-0.1", "lr-0.3"]
+    with pytest.raises(lesson10.CheckFailed, match="your script's study wrote no record"):
+        judged(runs.parent / "none")
 
 
 @pytest.mark.parametrize(
@@ -264,9 +477,9 @@ def test_10_2_without_the_study_is_not_attempted(tmp_path):
         ),
     ],
 )
-def test_10_2_wrong_scripts_fail_before_the_records_are_read(runs, old, new, message):
+def test_10_2_wrong_scripts_fail_before_any_run(runs, old, new, message):
     assert old in SCRIPT
-    result = run_check("10.2", script(SCRIPT.replace(old, new)), runs)
+    result = run_check("10.2", script(SCRIPT.replace(old, new)), runs, [])
     assert result.verdict == "failed" and result.message.startswith(message), result.message
 
 
@@ -274,20 +487,22 @@ def test_10_2_wrong_scripts_fail_before_the_records_are_read(runs, old, new, mes
     "fix", ["--gpu-bind=none", "--gres-flags=allow-task-sharing"], ids=["bind-none", "sharing"]
 )
 def test_10_2_gpus_per_task_with_a_fix_keeps_the_rules(runs, fix):
-    """The rules let it through: what fails is only that the study ran another script."""
+    """The rules let it through: what fails is only that these records came of another script."""
     fixed = SCRIPT.replace("#SBATCH --gpus-per-node=1", "#SBATCH --gpus-per-task=1").replace(
         '-c "$SLURM_CPUS_PER_TASK" ', f'-c "$SLURM_CPUS_PER_TASK" {fix} '
     )
-    result = run_check("10.2", script(fixed), runs)
-    assert "got records of another" in result.message, result.message
+    assert scripts.scaling_script_problems(fixed) == []
+    with pytest.raises(lesson10.CheckFailed, match="got records of another"):
+        judged(runs, fixed)
 
 
 def test_10_2_records_of_another_script_fail(runs):
     other = SCRIPT.replace("#SBATCH --time=00:10:00", "#SBATCH --time=00:12:00")
-    result = run_check("10.2", script(other), runs)
-    assert result.message.startswith(
-        "run the study first: the last lines of exercise 10.2's cell run your script: expected "
-        "records of the script scaling_script returns now, got records of another"
+    with pytest.raises(lesson10.CheckFailed) as failed:
+        judged(runs, other)
+    assert str(failed.value) == (
+        "your script's study: expected records of the script scaling_script returns, got records "
+        "of another (does it return the same text every time?)"
     )
 
 
@@ -297,73 +512,20 @@ def test_10_2_a_typed_in_record_fails_on_the_losses_the_check_trains(tmp_path):
     typed = json.loads(path.read_text())
     typed["losses"] = [2.3, 2.29, 2.28, 2.27, 2.26, 2.2]  # plausible, and made up
     path.write_text(json.dumps(typed))
-    result = run_check("10.2", script(), folder)
-    assert result.message.startswith("run 1x1: expected first losses [2.3079, "), result.message
+    with pytest.raises(
+        lesson10.CheckFailed, match=re.escape("run 1x1: expected first losses [2.3079, ")
+    ):
+        judged(folder)
 
 
-def test_10_2_a_missing_shape_or_sweep_fails(tmp_path):
+def test_10_2_a_missing_shape_of_the_checks_study_fails(tmp_path):
     folder = study(tmp_path)
     (folder / "records" / "scaling" / "2x2.json").unlink()
-    result = run_check("10.2", script(), folder)
-    assert result.message == (
+    with pytest.raises(lesson10.CheckFailed) as failed:
+        judged(folder)
+    assert str(failed.value) == (
         "expected runs ['1x1', '1x2', '1x4', '2x2'], got ['1x1', '1x2', '1x4']"
     )
-
-
-def _sacct(state, name):
-    def answer(cmd):
-        job = cmd[cmd.index("-j") + 1]
-        line = f"{job}|{name}|{state}|0:0|00:00:10|4|4000M||00:00:30|cpu=4,mem=4000M,node=1|1|"
-        return line + "\n"
-
-    return answer
-
-
-def test_10_2_slurm_runs_are_read_from_sacct(tmp_path, fake_commands, monkeypatch):
-    """Where the study's runs were Slurm jobs, the scheduler's record decides: each job
-    completed, under the name that carries the script's digest, on the run's nodes."""
-    folder = study(tmp_path, launcher="slurm")
-    names = {}
-    for path in (folder / "records").glob("*/*.json"):
-        run = json.loads(path.read_text())
-        shape = run["name"] if run["study"] == "scaling" else "sweep"
-        run["label"]["job"] = f"{40 + len(names)}"
-        names[run["label"]["job"]] = (
-            cluster.job_name(shape, SCRIPT),
-            run["configuration"]["nodes"],
-        )
-        path.write_text(json.dumps(run))
-
-    def sacct(state="COMPLETED", rename=None):
-        def answer(cmd):
-            job = cmd[cmd.index("-j") + 1]
-            name, nodes = names[job]
-            fields = [job, rename or name, state, "0:0", "00:00:10", "4", "4000M", "", "00:00:30"]
-            line = "|".join([*fields, "cpu=4,mem=4000M,node=1", str(nodes), ""]) + "\n"
-            return processes.Finished(tuple(cmd), 0, line, "", 0.1)
-
-        return answer
-
-    fake_commands({"sacct": sacct()})
-    result = run_check("10.2", script(), folder)
-    assert result.passed and result.message.endswith("agrees [via slurm]"), result.message
-    fake_commands({"sacct": sacct(state="FAILED")})
-    failed = run_check("10.2", script(), folder).message
-    assert "expected a COMPLETED job (sacct), got FAILED" in failed
-    fake_commands({"sacct": sacct(rename="lab-1x1-something")})
-    renamed = run_check("10.2", script(), folder).message
-    assert "expected the job named lab-" in renamed and "(sacct), got lab-1x1-something" in renamed
-    # sacct answers with no record: on a machine without sacct (the course's image) that is
-    # "no accounting here", so the check is told that sacct is installed
-    which = lesson10.shutil.which
-    monkeypatch.setattr(
-        lesson10.shutil,
-        "which",
-        lambda name, *a: "/usr/bin/sacct" if name == "sacct" else which(name, *a),
-    )
-    fake_commands({"sacct": processes.Finished(("sacct",), 0, "", "", 0.1)})
-    unknown = run_check("10.2", script(), folder).message
-    assert re.search(r"expected sacct's record of job \d+, got none", unknown), unknown
 
 
 # ---- 10.3 ------------------------------------------------------------------------------------
@@ -390,28 +552,45 @@ def test_10_3_names_the_transport_in_every_log(runs):
     assert run_check("10.3", stub, runs).verdict == NOT_ATTEMPTED
 
 
-def test_10_3_without_the_learners_study_and_its_log_is_not_attempted(tmp_path):
-    result = run_check("10.3", diagnose_transport, tmp_path)
-    assert result.verdict == NOT_ATTEMPTED and "your study's records" in result.message
-    folder = study(tmp_path)
-    (folder / "records" / "logs" / "2x2.log").unlink()
-    no_log = run_check("10.3", diagnose_transport, folder)
-    assert no_log.verdict == NOT_ATTEMPTED and "your 2-node run's log" in no_log.message
-    (folder / "records" / "logs" / "2x2.log").write_text("rank 0 crashed\n")
-    unfinished = run_check("10.3", diagnose_transport, folder)
-    assert unfinished.message.startswith("your own 2-node run's log: expected a finished 2-node")
+def test_10_3_decides_on_the_other_logs_where_the_learner_has_none_and_on_theirs_too(runs):
+    """A decision on logs: the learner's own 2-node run's log is one case where it finished."""
+
+    def not_theirs(log):  # right on every log but the learner's own run's (gloo over lo)
+        return "ib" if "127.0.0.1:1 -> 127.0.0.1:2" in log else diagnose_transport(log)
+
+    mine = run_check("10.3", not_theirs, runs)
+    assert mine.message == "your own 2-node run's log: expected 'socket', got 'ib'"
+    (runs / "records" / "logs" / "2x2.log").write_text("rank 0 crashed\n")  # no finished run
+    assert run_check("10.3", not_theirs, runs).passed
+    assert run_check("10.3", diagnose_transport, runs.parent / "none").passed
+    assert run_check("10.3", diagnose_transport, None).passed
 
 
-def test_10_3_and_10_4_refuse_records_typed_in(tmp_path):
-    """Records whose 1-rank runs' losses the judge's own training does not give: typed in."""
+def test_10_3_reads_the_learners_2_node_job_log_before_their_local_one(runs):
+    logs = runs / "jobs" / "logs"
+    logs.mkdir(parents=True)
+    ib = (
+        "jobnode:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[0] [send] via NET/IB/0\nrecord 2x2: x\n"
+    )
+    (logs / "2x2-44.out").write_text(ib)
+    assert probes.two_node_log(runs) == ib
+
+    def socket_for_theirs(log):
+        return "socket" if "jobnode" in log else diagnose_transport(log)
+
+    result = run_check("10.3", socket_for_theirs, runs)
+    assert result.message == "your own 2-node run's log: expected 'ib', got 'socket'"
+
+
+def test_10_4_decides_on_the_records_as_they_are(tmp_path):
+    """A decision on data: records made up are data too, and the decision is checked on them
+    and on the sets the check brings (the runs are 10.2's to vouch for)."""
     folder = study(tmp_path)
     path = folder / "records" / "sweep" / "lr-0.1.json"
     typed = json.loads(path.read_text())
     typed["losses"] = [2.30, 2.29, 2.28, 2.27, 2.26]
     path.write_text(json.dumps(typed))
-    for exercise, answer in (("10.3", diagnose_transport), ("10.4", decide)):
-        result = run_check(exercise, answer, folder)
-        assert result.message.startswith("your run lr-0.1: expected first losses"), result.message
+    assert run_check("10.4", decide, folder).passed
 
 
 def test_10_3_a_node_link_named_for_a_multi_node_job_gets_the_hint(runs):
@@ -502,7 +681,24 @@ def decide(records, sweep, work, deadline_hours):
 def test_10_4_on_own_records_and_brought_ones(runs):
     assert run_check("10.4", decide, runs).passed
     assert run_check("10.4", stub, runs).verdict == NOT_ATTEMPTED
-    assert run_check("10.4", decide, runs.parent / "none").verdict == NOT_ATTEMPTED
+    none = run_check("10.4", decide, runs.parent / "none")
+    assert none.verdict == NOT_ATTEMPTED and "or on your jobs' results in sacct" in none.message
+
+
+def test_10_4_decides_on_the_learners_jobs_results_in_sacct(sacct, tmp_path):
+    sacct(*study_jobs())
+    result = run_check("10.4", decide, tmp_path / "none", NAMED)
+    assert result.passed, result.message
+    assert result.evidence == "your study's jobs as data, read from sacct: 41, 42, 43, 44, 50"
+    assert slurm_record._CLAIMED == {}  # read, not claimed: they stay 10.2's evidence
+
+    def lowest_lr(records, sweep, work, deadline_hours):
+        return decide(records, sweep, work, deadline_hours)[0], 0.02
+
+    wrong = run_check("10.4", lowest_lr, None, NAMED)
+    assert wrong.message == (
+        "your own records and sweep: expected lr 0.1 (the lowest last loss), got 0.02"
+    )
 
 
 def test_10_4_the_old_rule_without_the_deadline_fails(runs):
