@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils import notebook_code, nvidia, paths
+from course_utils import answer_jobs, notebook_code, nvidia, paths
 from course_utils.device import plan_device
 from course_utils.files import atomic_write_text
 
@@ -86,8 +86,8 @@ def write_job(header: str, train_ddp, folder: str | os.PathLike, seed: int) -> s
     script = folder / "05.3-job.sh"
     atomic_write_text(script, job_script(header))
     answer = answer_module(train_ddp, folder)
-    program = f"-m course_utils.jobs.ddp_exercise --answer {answer} --seed {seed}"
-    return f"sbatch --parsable {script} {program}"
+    program = ["-m", "course_utils.jobs.ddp_exercise", "--answer", answer, "--seed", seed]
+    return answer_jobs.submit_line(script, program)  # it exports COURSE_DIR: config.sh is found
 
 
 @dataclass(frozen=True)

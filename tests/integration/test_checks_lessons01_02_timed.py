@@ -18,7 +18,8 @@ from lessons01_02_answers import (
 )
 
 from course_utils import hpc
-from course_utils.grading import run_check
+from course_utils.grading import NOT_ATTEMPTED, run_check
+from course_utils.grading.checks import slurm_record
 from course_utils.grading.exercises import held_out_cases, run_held_out
 
 # ---- 01.1 and 01.2 --------------------------------------------------------------------------
@@ -102,3 +103,15 @@ def test_02_2_held_out_case_fails_rates_worked_out_for_256_images():
         caught = run_held_out("02.2", seed, for_256)
         assert caught.passed < cases, caught
         assert "a figure the step's own clock does not support" in caught.failures[0]
+
+
+def test_02_2_held_out_case_runs_here_where_the_job_is_on_the_record():
+    """On a cluster the course requires a job for 02.2; its held-out case asks for none (the job
+    is the visible case's), so the honest learner's grade holds it."""
+    slurm_record.set_course(slurm_record.Course("learner1", "course", required=True))
+    try:
+        assert run_check("02.2", thread_rates).verdict == NOT_ATTEMPTED  # no job named
+        held = run_held_out("02.2", 0, thread_rates)
+    finally:
+        slurm_record._COURSE.clear()
+    assert held.passed == held_out_cases("02.2"), held

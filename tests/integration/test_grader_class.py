@@ -6,20 +6,24 @@ The cluster (.ci/slurm-cluster.sh) hides each user's jobs from the others (Priva
 keeps every batch script and comment, and has the Unix users learner1, learner2 and instructor
 and the account `course`. learner1 submits the doctor job of 00.1 and the repaired script of 09.3
 the way the lessons say (`sbatch --parsable`), with 05.3's DDP job on 2 nodes and 06.4's job,
-requeued by the signal learner1 sends it, and lesson 10's staging job and study (the four shapes
-one after another, the sweep an array of 2 tasks), as the lesson writes them, and names them in
-their notebooks; learner2 names learner1's doctor job, learner1's lesson 10 jobs, and for 09.3 a
-job of theirs that ran another script. Three more
-submissions, graded as learner2 (--logins), name a doctor job submitted before the course's
-window, one that failed, and one that asked for too few CPUs. Each earns 0 with the reason; the
-honest learner earns every Slurm-graded point, the gradebook naming each job.
+requeued by the signal learner1 sends it, 02.2's thread sweep and 08.3's profiled training (their
+function as the job's answer), and lesson 10's staging job and study (the four shapes one after
+another, the sweep an array of 2 tasks), as the lessons write them, and names them in their
+notebooks; learner2 names learner1's doctor job, 08.3 job and lesson 10 jobs, and for 09.3 a job
+of theirs that ran another script. Three more submissions, graded as learner2 (--logins), name
+a doctor job submitted before the course's window, one that failed, and one that asked for too
+few CPUs. Each earns 0 with the reason; the honest learner earns every Slurm-graded point, the
+gradebook naming each job.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import os
 import pwd
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,6 +36,8 @@ import nbformat
 import pytest
 from needs import in_ci
 
+from course_utils import answer_jobs
+from course_utils.grading.notebooks import course_meta
 from course_utils.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.bwrap, pytest.mark.slow]
@@ -189,6 +195,31 @@ def lab_jobs(home: Path) -> dict[str, list[str]]:
     }
 
 
+# What each lesson's exercise cell uses from the notebook's first cell.
+ANSWER_IMPORTS = {
+    "02": "from course_utils import cpu_sweep, hpc\nfrom course_utils.timing import time_fn\n",
+    "08": "from course_utils import profiling\n",
+}
+
+
+def answer_job(home: Path, lesson: str, job) -> str:
+    """02.2's or 08.3's job as the lesson writes it for learner1 (answer_jobs.write): the
+    solution's exercise cell whole as a module (so that the function's source, and its digest,
+    are the kernel's), its sbatch line run as learner1."""
+    nb = nbformat.read(next((REPO_ROOT / "solutions").glob(f"{lesson}_*.ipynb")), as_version=4)
+    cell = next(c.source for c in nb.cells if course_meta(c).get("exercise") == job.exercise
+                and course_meta(c).get("role") == "exercise")  # fmt: skip
+    mine = home / "learner1"
+    module = mine / f"answers_{lesson}.py"
+    module.write_text(ANSWER_IMPORTS[lesson] + "\n\n" + cell + "\n")
+    spec = importlib.util.spec_from_file_location(f"answers_{lesson}", module)
+    answers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(answers)
+    line = answer_jobs.write(job, getattr(answers, job.function), mine / f"job{lesson}")
+    words = [w for w in shlex.split(line)[2:] if not w.startswith("--export=")]
+    return submit_line("learner1", home, *words)
+
+
 def submit_line(user: str, home: Path, *words) -> str:
     """`sbatch --parsable` with these options, script and arguments, run as `user` from their
     folder on the course's account."""
@@ -232,6 +263,8 @@ def the_class(home):
         "narrow": submit("learner2", home, "narrow", DOCTOR.format(cpus=1, venv=venv, fail="")),
         "ddp": ddp_job(home),
         "preempted": preempted_job(home),
+        "threads": answer_job(home, "02", answer_jobs.THREAD_SWEEP),
+        "bottleneck": answer_job(home, "08", answer_jobs.BOTTLENECK),
     }
     lab = lab_jobs(home)
     wait_for(*jobs.values(), *lab["STAGING_JOBS"], *lab["STUDY_JOBS"])
@@ -243,6 +276,9 @@ def the_class(home):
         "learner1__05": _submission("05", {"DDP_JOBS": [jobs["ddp"]]}),
         "learner1__06": _submission("06", {"PREEMPTED_JOBS": [jobs["preempted"]]}),
         "learner1__10": _submission("10", lab),
+        "learner1__02": _submission("02", {"THREAD_JOBS": [jobs["threads"]]}),
+        "learner1__08": _submission("08", {"BOTTLENECK_JOBS": [jobs["bottleneck"]]}),
+        "learner2__08": _submission("08", {"BOTTLENECK_JOBS": [jobs["bottleneck"]]}),  # learner1's
         "learner2__00": _submission("00", {"DOCTOR_JOBS": [jobs["doctor"]]}),  # learner1's
         "learner2__09": _submission("09", {"REPAIRED_JOBS": [jobs["other"]]}),
         "learner2__10": _submission("10", lab),  # learner1's
@@ -302,6 +338,29 @@ def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, the_clas
     )
 
 
+def test_the_honest_learner_s_function_jobs_earn_02_2_and_08_3(graded, home, the_class):
+    threads, bottleneck = graded["learner1", "02"], graded["learner1", "08"]
+    said = feedback(home, "local", "learner1")
+    assert threads["02.2"] == bottleneck["08.3"] == "1", said
+    assert f"02.2: sacct {the_class['threads']}: 1 node x 1 task, 2 CPUs" in threads["evidence"]
+    assert ", rates at [1, 2] thread(s); and your thread_rates run by" in threads["evidence"]
+    assert f"08.3: sacct {the_class['bottleneck']}: " in bottleneck["evidence"]
+    assert ", both jobs named right" in bottleneck["evidence"]
+
+
+def test_at_least_eight_exercises_rest_on_slurm_s_record(graded):
+    """The honest learner's points on the scheduler's record: each exercise whose evidence
+    names a job of theirs in sacct."""
+    on_record = {
+        found[1]
+        for (learner, _), row in graded.items()
+        if learner == "learner1"
+        for part in row["evidence"].split("; ")
+        if (found := re.match(r"^(\d\d\.\d): sacct \d", part)) and row[found[1]] == "1"
+    }
+    assert len(on_record) >= 8, sorted(on_record)
+
+
 def test_the_honest_learner_s_lab_jobs_earn_lesson_10_on_slurm_s_record(graded, the_class):
     lab = graded["learner1", "10"]
     assert (lab["total"], lab["max"], lab["status"]) == ("4", "4", "ok"), lab
@@ -320,13 +379,14 @@ def test_the_honest_learner_s_lab_jobs_earn_lesson_10_on_slurm_s_record(graded, 
         ("early", "00", "expected a job submitted during the course"),
         ("failed", "00", "COMPLETED in sacct, got FAILED"),
         ("narrow", "00", "expected at least 7 CPUs"),
+        ("learner2", "08", "expected a job submitted by learner2, got one submitted by learner1"),
     ],
 )
 def test_a_job_that_is_not_the_learner_s_own_answer_earns_nothing(
     graded, home, learner, lesson, said
 ):
     row = graded[learner, lesson]
-    exercise = "00.1" if lesson == "00" else "09.3"
+    exercise = {"00": "00.1", "08": "08.3", "09": "09.3"}[lesson]
     assert row[exercise] == "0"
     assert said in feedback(home, "local", learner)
 
