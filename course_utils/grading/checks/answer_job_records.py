@@ -16,6 +16,22 @@ from course_utils.grading.checks import slurm_record
 MARGIN = 1.5  # a rate on n threads may exceed n x the 1-thread rate by this much (noise)
 
 
+def read_named(exercise_id: str, jobs, digest) -> list[str]:
+    """The jobs the learner's list for `exercise_id` names (`jobs`: the check's argument for it,
+    or None), each held to Slurm's record and to the learner's function now (`digest()`, called
+    only where a job is named); with none, NotAttempted where the course requires a job.
+    Returns the ids."""
+    listed, read_job = READERS[exercise_id]
+    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, listed)
+    if named:
+        now = digest()
+        for job_id in named:
+            read_job(job_id, now)
+    else:
+        slurm_record.needs_a_job(exercise_id, "the sbatch command the cell after the check prints")
+    return named
+
+
 def _rate(x) -> bool:
     return type(x) is float and math.isfinite(x) and x > 0
 
@@ -82,3 +98,7 @@ def bottleneck(job_id: str, digest: str | None) -> None:
             what,
         )
     slurm_record.note(slurm_record.sacct_evidence(record) + ", both jobs named right")
+
+
+# Each exercise's list of job ids in the notebook, and the reader of one job's record.
+READERS = {"02.2": ("THREAD_JOBS", thread_sweep), "08.3": ("BOTTLENECK_JOBS", bottleneck)}

@@ -1,16 +1,16 @@
 """Checkers of lesson 02, from CPU to GPU and CPU parallelism.
 
 02.1: a probe calls `choose_device` in the learner's process as a GPU node and as a CPU node
-would answer (torch.cuda's and torch.accelerator's answers patched there); the judge reads the
-three devices. 02.2 and 02.3 are the learner's own measurements: a probe hands their function a
-step (`CountedStep`) or a data set (`CountedReads`) that logs, in the learner's process, what
-really ran (each call's thread count and seconds; each read's loader, worker and time). The judge
-requires every count `cpu_sweep.counts` names for the allocation and figures that log supports;
-then it holds them against what it measures itself: the wall time it waited for the run, and the
-same work timed in its own process (the step on one thread, a pass of the loader without
-workers), within SAME_SIZE. 02.4 and 02.5 call the learner's function on plain data.
+would (torch.cuda's and torch.accelerator's answers patched there); the judge reads the three
+devices. 02.2 and 02.3 are the learner's own measurements: a probe hands their function a step
+(`CountedStep`) or a data set (`CountedReads`) that logs what really ran (each call's thread
+count and seconds; each read's loader, worker and time). The judge requires every count of
+`cpu_sweep.counts` for the allocation and figures that log supports, within SAME_SIZE of its own
+wait for the run and its own timing of the same work (the step on one thread, a pass without
+workers); 02.2's job, in Slurm's record, is `answer_job_records`'s. 02.4, 02.5: plain data.
 """
 
+import functools
 import math
 import statistics
 import time
@@ -161,13 +161,8 @@ def verify_thread_rates(report: dict, batch_size: int, own_seconds: float, wall:
 
 @exercise("02.2", "measure the training step's throughput at each thread count you were given")
 def check_thread_rates(thread_rates, jobs=None, batch_size: int = probes.STEP_BATCH, cpus=None):
-    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "THREAD_JOBS")
-    if named:
-        digest = run_probe(probes.thread_rates_digest, thread_rates)
-        for job_id in named:
-            answer_job_records.thread_sweep(job_id, digest)
-    else:
-        slurm_record.needs_a_job("02.2", "the sbatch command the cell after the check prints")
+    digest = functools.partial(run_probe, probes.thread_rates_digest, thread_rates)
+    named = answer_job_records.read_named("02.2", jobs, digest)
     passed = _thread_rates_here(thread_rates, batch_size, cpus)
     here = "your thread_rates run by the check on its own step, here"
     slurm_record.note(f"and {here}" if named else here)
@@ -379,8 +374,7 @@ def check_bundle_header(gpu_job_header):
 
 @held_out("02.2", cases=1)
 def held_out_thread_rates(rng, thread_rates, jobs=None):
-    """Another batch size: rates worked out for the visible 256 images fail it. The job is the
-    visible case's: held out is only what the check runs here."""
+    """Another batch size (the job is the visible case's): rates worked out for 256 fail it."""
     _thread_rates_here(thread_rates, batch_size=rng.choice([64, 128, 512]))
 
 

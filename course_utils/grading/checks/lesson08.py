@@ -13,6 +13,7 @@ The loader, the jobs and their probes are in probes/lesson08.py.
 `how_many.choose`, the one rule lessons 08 and 10 teach.
 """
 
+import functools
 import math
 import random
 import time
@@ -158,13 +159,8 @@ def check_bottleneck(bottleneck):
     allows=("opens or removes files",),
 )
 def check_name_the_bottleneck(name_the_bottleneck, jobs=None):
-    named = slurm_record.named_jobs(jobs.value() if jobs is not None else None, "BOTTLENECK_JOBS")
-    if named:
-        digest = run_probe(probes.name_the_bottleneck_digest, name_the_bottleneck)
-        for job_id in named:
-            answer_job_records.bottleneck(job_id, digest)
-    else:
-        slurm_record.needs_a_job("08.3", "the sbatch command the cell after the check prints")
+    digest = functools.partial(run_probe, probes.name_the_bottleneck_digest, name_the_bottleneck)
+    named = answer_job_records.read_named("08.3", jobs, digest)
     found = run_probe(probes.run_name_the_bottleneck, name_the_bottleneck)
     if not any(job["reads"] for job in found.values()):
         raise NotAttempted(
