@@ -27,6 +27,16 @@ def test_equal_outputs_after_sanitizing():
     assert outputs.difference(recorded, reference, {}) != ""  # the rules did it
 
 
+def test_the_course_s_folder_in_a_printed_sbatch_line_is_the_machine_s_own():
+    """A lesson prints the sbatch command with the course's folder, wherever it was cloned."""
+    line = "sbatch --parsable --export=ALL,COURSE_DIR={} runs/05/job/05.3-job.sh --seed 7\n"
+    reference = [stream(line.format("/work/main"))]
+    elsewhere = outputs.recordable([stream(line.format("/tmp/clone"))])
+    assert outputs.difference(elsewhere, reference, RULES) == ""
+    other_job = outputs.recordable([stream(line.format("/tmp/clone").replace("7", "8"))])
+    assert outputs.difference(other_job, reference, RULES) != ""
+
+
 def test_reference_streams_are_coalesced_as_nbval_does():
     reference = [stream("a\n"), stream("b\n")]
     assert outputs.difference(outputs.recordable([stream("a\nb\n")]), reference, RULES) == ""
