@@ -15,6 +15,7 @@ slurm/config.sh (account, modules, Python environment) through it. Torch-free.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import shlex
@@ -89,6 +90,25 @@ def answer_digest(fn) -> str:
     """The digest of the function's source: the job's command line carries it, and the judge
     holds it to the function in the learner's cell at grade time."""
     return notebook_code.digest(notebook_code.source(fn))
+
+
+def digest_if_readable(fn) -> str | None:
+    """`answer_digest(fn)`, or None where Python cannot read its source (the judge's probes ask
+    for the learner's function as their cell defines it now)."""
+    try:
+        return answer_digest(fn)
+    except ValueError:
+        return None
+
+
+def program_arguments(job: AnswerJob, description: str, argv=None):
+    """A job program's command line, as `write` gives it (--answer FILE --digest D): the
+    learner's function loaded from FILE, and D."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--answer", required=True, help=f"the learner's {job.function}, a module")
+    parser.add_argument("--digest", required=True, help="the digest of its source")
+    args = parser.parse_args(argv)
+    return load(args.answer, job.function), args.digest
 
 
 def submit_line(script: str | os.PathLike, args: Sequence[str]) -> str:

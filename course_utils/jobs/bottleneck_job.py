@@ -14,7 +14,6 @@ loader": each job's loading share and the function's answer), where the judge re
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import tempfile
 import time
@@ -72,11 +71,10 @@ def one_thread():
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--answer", required=True, help="the learner's function, a module")
-    parser.add_argument("--digest", required=True, help="the digest of its source")
-    args = parser.parse_args(argv)
-    name_the_bottleneck = answer_jobs.load(args.answer, "name_the_bottleneck")
+    description = __doc__.splitlines()[0]
+    name_the_bottleneck, digest = answer_jobs.program_arguments(
+        answer_jobs.BOTTLENECK, description, argv
+    )
     found = []
     with tempfile.TemporaryDirectory() as tmp, one_thread():
         for kind in PROFILE_JOBS:
@@ -89,7 +87,7 @@ def main(argv=None) -> int:
             share = profiling.loading_share(profiling.read_trace(trace))
             print(f"the {kind}-bound job: loading {share:.0%} of the loop, named {answer!r}")
             found.append(f"{kind} {share:.2f} {answer}")
-    witness.to_job_record(f"digest {args.digest} " + " ".join(found))
+    witness.to_job_record(f"digest {digest} " + " ".join(found))
     return 0
 
 

@@ -11,8 +11,6 @@ was given; the program prints the rates and, in a Slurm job, leaves them in the 
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 from course_utils import answer_jobs, cpu_sweep, hpc, models, witness
@@ -38,11 +36,10 @@ def lesson_step():
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--answer", required=True, help="the learner's thread_rates, a module")
-    parser.add_argument("--digest", required=True, help="the digest of its source")
-    args = parser.parse_args(argv)
-    thread_rates = answer_jobs.load(args.answer, "thread_rates")
+    description = __doc__.splitlines()[0]
+    thread_rates, digest = answer_jobs.program_arguments(
+        answer_jobs.THREAD_SWEEP, description, argv
+    )
     hpc.configure_threads()
     rates = thread_rates(lesson_step(), BATCH)
     try:
@@ -53,7 +50,7 @@ def main(argv=None) -> int:
     for n, rate in sorted(rates.items()):
         print(f"{n} thread(s): {rate:8,.0f} images/s")
     print(f"allocated CPUs: {hpc.allocated_cpus()}")
-    witness.to_job_record(f"digest {args.digest} rates {result}")
+    witness.to_job_record(f"digest {digest} rates {result}")
     return 0
 
 

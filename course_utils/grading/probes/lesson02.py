@@ -106,10 +106,7 @@ def run_thread_rates(thread_rates, batch_size: int, cpus=None):
 def thread_rates_digest(thread_rates) -> str | None:
     """The digest of the learner's thread_rates as their cell defines it now (its job's command
     line carries the digest of the version it ran); None where Python cannot read its source."""
-    try:
-        return answer_jobs.answer_digest(thread_rates)
-    except ValueError:
-        return None
+    return answer_jobs.digest_if_readable(thread_rates)
 
 
 # ---- 02.3 ---------------------------------------------------------------------------------

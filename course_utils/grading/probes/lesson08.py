@@ -55,10 +55,7 @@ def run_name_the_bottleneck(name_the_bottleneck):
 def name_the_bottleneck_digest(name_the_bottleneck) -> str | None:
     """The digest of the learner's function as their cell defines it now (its job's command
     line carries the digest of the version it ran); None where Python cannot read its source."""
-    try:
-        return answer_jobs.answer_digest(name_the_bottleneck)
-    except ValueError:
-        return None
+    return answer_jobs.digest_if_readable(name_the_bottleneck)
 
 
 # ---- 08.1 ---------------------------------------------------------------------------------
