@@ -317,7 +317,7 @@ def graded(home, the_class):
     return grade(home, the_class, "local", "-j", "2")
 
 
-def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, the_class):
+def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, home, the_class):
     doctor, repaired = graded["learner1", "00"], graded["learner1", "09"]
     assert doctor["00.1"] == "1" and repaired["09.3"] == "1"
     ddp, preempted = graded["learner1", "05"], graded["learner1", "06"]
@@ -326,7 +326,7 @@ def test_the_honest_learner_earns_every_point_on_slurm_s_record(graded, the_clas
     assert f"06.4: sacct {the_class['preempted']}: " in preempted["evidence"]
     assert ", 2 runs, script stored, its result reproduced" in preempted["evidence"]
     for row in (doctor, repaired, ddp, preempted):
-        assert row["total"] == row["max"], row
+        assert row["total"] == row["max"], feedback(home, "local", "learner1")
     assert (
         f"00.1: sacct {the_class['doctor']}: 1 node x 1 task, 7 CPUs, 1 GPU, COMPLETED, "
         in (doctor["evidence"])

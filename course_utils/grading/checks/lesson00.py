@@ -261,16 +261,19 @@ def compare_cold_and_warm(measured: dict) -> str:
     /proc/self/io): a cold import reads back files whose pages were dropped, a warm one finds
     them in memory. Times alone cannot tell: a virtual machine's disk may sit in its host's
     cache, and other jobs importing torch on the node refill the cache as the cold one runs, so
-    the comparison asks only that the cold import read more than any warm one."""
+    the comparison asks only that the cold import read more than a warm one. The warm import
+    that read least counts: another job dropping the same pages (its own cold import, on a
+    shared node or a grader running two lessons 00 side by side) can send one warm import to
+    storage, which says nothing of the learner's run."""
     cold, warm = measured["samples"][0], measured["samples"][1:]
     read = cold.get("read_bytes", -1)
     if read < 0:  # the system does not count a process's reads (no /proc/self/io)
         return "times only (this system does not count reads)"
-    most = max(s.get("read_bytes", 0) for s in warm)
+    least = min(s.get("read_bytes", 0) for s in warm)
     expect(
-        read > most,
-        "the cold import reading more from storage than any warm one (its pages were dropped)",
-        f"the cold one read {read:,} bytes, a warm one {most:,}: drop the pages right before "
+        read > least,
+        "the cold import reading more from storage than the warm ones (its pages were dropped)",
+        f"the cold one read {read:,} bytes, a warm one {least:,}: drop the pages right before "
         "the cold import, in a fresh process (import_cost.sample('cold'))",
     )
     return "the cold import read from storage, the warm ones from memory"
@@ -286,7 +289,8 @@ def check_import_cost(measure_import_cost):
     message = verify_import_records(ran["records"], sys.executable, ran["started"], ran["pid"])
     compare_cold_and_warm(ran["records"])
     own = import_cost.import_seconds()["seconds"]  # the checker's own warm import, here
-    warm = import_cost.summary(ran["records"])["warm"]
+    # the fastest warm import: one sent to storage by another job's eviction is not the run's
+    warm = min(s["seconds"] for s in ran["records"]["samples"][1:])
     expect(
         own / WARM_CLOSE <= warm <= own * WARM_CLOSE,
         f"warm imports of about {own:.1f} s, as the check measured one here",
