@@ -2,8 +2,18 @@
 process: what they print and leave for sacct, and the answers they refuse. Their runs as real
 Slurm jobs are tests/integration/test_grader_class.py's."""
 
+import pytest
+
 from course_utils import witness
 from course_utils.jobs import bottleneck_job, thread_sweep
+
+
+@pytest.fixture
+def left(monkeypatch) -> list[str]:
+    """What a program leaves for sacct (witness.to_job_record), kept here instead."""
+    kept: list[str] = []
+    monkeypatch.setattr(witness, "to_job_record", kept.append)
+    return kept
 
 
 def _answer(tmp_path, source: str):
@@ -12,9 +22,7 @@ def _answer(tmp_path, source: str):
     return str(path)
 
 
-def test_the_sweep_prints_each_count_and_leaves_the_rates(tmp_path, capsys, monkeypatch):
-    left = []
-    monkeypatch.setattr(witness, "to_job_record", left.append)
+def test_the_sweep_prints_each_count_and_leaves_the_rates(tmp_path, capsys, left):
     answer = _answer(
         tmp_path,
         "def thread_rates(step, batch_size):\n    step()\n    return {1: 800.0, 2: 1500.0}\n",
@@ -25,18 +33,14 @@ def test_the_sweep_prints_each_count_and_leaves_the_rates(tmp_path, capsys, monk
     assert left == ["digest d1 rates 1:800.0,2:1500.0"]
 
 
-def test_the_sweep_refuses_what_is_not_rates(tmp_path, capsys, monkeypatch):
-    left = []
-    monkeypatch.setattr(witness, "to_job_record", left.append)
+def test_the_sweep_refuses_what_is_not_rates(tmp_path, capsys, left):
     answer = _answer(tmp_path, "def thread_rates(step, batch_size):\n    return [800.0]\n")
     assert thread_sweep.main(["--answer", answer, "--digest", "d1"]) == 1
     assert "expected {threads: images per second}" in capsys.readouterr().out
     assert left == []
 
 
-def test_the_bottleneck_job_needs_the_trace_it_names(tmp_path, capsys, monkeypatch):
-    left = []
-    monkeypatch.setattr(witness, "to_job_record", left.append)
+def test_the_bottleneck_job_needs_the_trace_it_names(tmp_path, capsys, left):
     answer = _answer(
         tmp_path,
         "def name_the_bottleneck(model, loader, optimizer, trace_path):\n    return 'compute'\n",

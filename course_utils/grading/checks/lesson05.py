@@ -22,7 +22,7 @@ import secrets
 
 import torch
 
-from course_utils import accounting, ddp_jobs, distributed, models, rank_logs, sbatch, witness
+from course_utils import accounting, ddp_jobs, distributed, models, rank_logs, sbatch
 from course_utils import device as devices
 from course_utils.ddp_jobs import CPU_JOB, GPU_JOB, DdpJob
 from course_utils.grading import CheckFailed, call_answer, exercise, expect, held_out, run_probe
@@ -333,9 +333,6 @@ def _ddp_passed(launcher: str) -> str:
     )
 
 
-DDP_RESULT = re.compile(r"^seed (\d+) sum (-?[\d.]+)$")
-
-
 def _ddp_job_in_sacct(job_id: str) -> None:
     """A job the learner names: theirs, for the course, CPU_JOB's header and ddp_srun.sh's
     commands as Slurm stored them, COMPLETED on 2 nodes with a step of 4 tasks, and the
@@ -352,19 +349,13 @@ def _ddp_job_in_sacct(job_id: str) -> None:
     ranks = CPU_JOB.nodes * CPU_JOB.ranks_per_node
     steps = [s for s in record.steps if s.is_step and s.tasks == ranks and s.nodes == CPU_JOB.nodes]
     expect(bool(steps), f"a step of {ranks} tasks on {CPU_JOB.nodes} nodes (srun)", "none", what)
-    result = DDP_RESULT.match(witness.from_job_record(record.comment) or "")
+    seed, total = slurm_record.seeded_sum(record, "rank 0", "none (did rank 0 finish?)", what)
+    want = _one_process(seed, ranks * ddp_exercise.BATCH_SIZE)["sum"]
     expect(
-        result is not None and f"--seed {result[1]}" in record.submit_line,
-        "the parameter sum rank 0 left in the job's record, at the --seed it was given",
-        record.comment or "none (did rank 0 finish?)",
-        what,
-    )
-    want = _one_process(int(result[1]), ranks * ddp_exercise.BATCH_SIZE)["sum"]
-    expect(
-        abs(float(result[2]) - want) < SUM_TOLERANCE,
-        f"the parameters of 1 process trained on the {ranks}x batch at seed {result[1]} "
+        abs(float(total) - want) < SUM_TOLERANCE,
+        f"the parameters of 1 process trained on the {ranks}x batch at seed {seed} "
         f"(their sum {want:.6f})",
-        result[2],
+        total,
         what,
     )
     slurm_record.note(slurm_record.sacct_evidence(record) + ", its result reproduced")

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from course_utils import accounting, paths, sbatch, witness
+from course_utils import accounting, paths, sbatch
 from course_utils.failing import failures, job_memory, memory
 from course_utils.files import atomic_write_text
 from course_utils.grading import CheckFailed, expect
@@ -119,9 +119,6 @@ def own_loader_reading(seed: int, mib: int, workers: int, rows: int) -> dict:
     return _loader_reading(run, seen)
 
 
-RESULT = re.compile(r"^seed (\d+) sum (-?[\d.]+)$")
-
-
 def repaired_job_in_sacct(job_id: str, script: str) -> None:
     """A job the learner names: theirs, for the course, their repaired script as Slurm stored
     it, COMPLETED with a step of 2 tasks, and the parameter sum it left in its record (the
@@ -131,18 +128,13 @@ def repaired_job_in_sacct(job_id: str, script: str) -> None:
     stored = (record.script or "").strip()
     expect(stored == script.strip(), "your repaired script, as Slurm stored it", "another", what)
     scheduler_says(job_id, tasks=2)
-    result = RESULT.match(witness.from_job_record(record.comment) or "")
+    missing = "no result (did rank 0 finish?)"
+    seed, total = slurm_record.seeded_sum(record, "the program", missing, what)
+    want = trained_sum(seed, world_size=2)
     expect(
-        result is not None and f"--seed {result[1]}" in record.submit_line,
-        "the parameter sum the program left in the job's record, at the --seed it was given",
-        record.comment or "no result (did rank 0 finish?)",
-        what,
-    )
-    want = trained_sum(int(result[1]), world_size=2)
-    expect(
-        abs(float(result[2]) - want) < 1e-4,
-        f"the parameter sum of 3 steps of 2 ranks at seed {result[1]}, {want:.6f}",
-        result[2],
+        abs(float(total) - want) < 1e-4,
+        f"the parameter sum of 3 steps of 2 ranks at seed {seed}, {want:.6f}",
+        total,
         what,
     )
     slurm_record.note(slurm_record.sacct_evidence(record) + ", its result reproduced")

@@ -214,3 +214,21 @@ def answer_job(job_id: str, exercise_id: str, job: AnswerJob, digest: str | None
         what,
     )
     return record, result[len(prefix) :]
+
+
+# What a program that trains at a seed leaves in its job's record (witness.to_job_record):
+# course_utils.jobs.ddp_exercise (05.3) and faulty_ddp (09.3).
+SEEDED_SUM = re.compile(r"^seed (\d+) sum (-?[\d.]+)$")
+
+
+def seeded_sum(record: accounting.JobRecord, left_by: str, none: str, what: str):
+    """The seed and the parameter sum (as written) that `left_by` left in the job's record,
+    once that seed is the --seed the job was submitted with; `none`: what to say without one."""
+    found = SEEDED_SUM.match(witness.from_job_record(record.comment) or "")
+    expect(
+        found is not None and f"--seed {found[1]}" in record.submit_line,
+        f"the parameter sum {left_by} left in the job's record, at the --seed it was given",
+        record.comment or none,
+        what,
+    )
+    return int(found[1]), found[2]
