@@ -34,6 +34,7 @@ tests; docs/conventions.md says what goes where. Lesson helpers that notebooks i
     lightning_helpers.py  the lesson CNN as a LightningModule, and Lightning's checkpoints
     export.py             a trained model to a file a C++ program loads
     cpp.py                the C++ programs: built with CMake against LibTorch, run, fed tensors
+    ccache.py             the compiler cache the C++ builds go through, where ccache is installed
     speed.py              making training fast, one measured step at a time
     throughput.py         a training recipe and its images per second
     how_many.py           how many GPUs to ask for: the deadline and the efficiency together

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from course_utils import processes
-from course_utils.files import atomic_write, exclusive_lock
+from course_utils import ccache, processes
+from course_utils.files import atomic_write, exclusive_lock, write_text_if_changed
 from course_utils.hpc import allocated_cpus
 from course_utils.paths import REPO_ROOT, build_root, shown
 
@@ -142,7 +142,8 @@ def policy_floor(version: str) -> list[str]:
 
 
 def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False) -> list[str]:
-    """The cmake command that configures `source` in `folder` against this PyTorch's LibTorch."""
+    """The cmake command that configures `source` in `folder` against this PyTorch's LibTorch
+    (through ccache where it is installed: course_utils.ccache)."""
     import torch
 
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
@@ -157,6 +158,7 @@ def configure_command(source: Path, folder: Path, use_cuda_toolkit: bool = False
         f"-DCMAKE_MODULE_PATH={cmake_module_dir()}",
         f"-DCOURSE_USE_CUDA_TOOLKIT={'ON' if use_cuda_toolkit else 'OFF'}",
         *policy_floor(cmake_version()),
+        *ccache.launcher_here(),
     ]
 
 
@@ -232,6 +234,33 @@ def build_programs(
         return Build(prebuilt, 0.0, False, True)
     folder = folder or programs_dir()
     return build_project(cpp_source_dir(), folder, targets, use_cuda_toolkit)
+
+
+# Where lesson 07 makes the documentation's example project, beside its notebook: RUNS / "example".
+LESSON_EXAMPLE = Path("runs", "07", "example")
+
+
+def documentation_example(folder: str | os.PathLike) -> Path:
+    """Make the documentation's example project in `folder` as lesson 07 does: its example.cpp,
+    and its CMakeLists.txt with include(CourseTorch) before find_package(Torch), keeping lines
+    added after the documentation's (exercise 07.2 adds a target). Returns `folder`."""
+    folder = Path(folder)
+    documentation = cpp_source_dir() / "examples" / "documentation"
+    cmake = (documentation / "CMakeLists.txt").read_text()
+    fixed = cmake.replace("find_package(Torch", "include(CourseTorch)\nfind_package(Torch")
+    lists = folder / "CMakeLists.txt"
+    if not (lists.is_file() and lists.read_text().startswith(fixed)):
+        write_text_if_changed(lists, fixed)
+    write_text_if_changed(folder / "example.cpp", (documentation / "example.cpp").read_text())
+    return folder
+
+
+def warm_lesson_example() -> Build:
+    """Build the documentation's example in build/runs/07/example, as `make programs` does: its
+    compile of torch/torch.h, the lesson's longest step cold (about 20 s on 2 cores), then waits
+    in the compiler cache for the lesson's own build (course_utils.ccache says why it matches)."""
+    project = documentation_example(build_root() / LESSON_EXAMPLE)
+    return build_project(project, project / "build")
 
 
 def programs_dir() -> Path:

@@ -163,7 +163,8 @@ def pytest_collection_modifyitems(items):
 
 def pytest_runtest_setup(item):
     """The one place that skips a test for missing hardware or system parts (and, in CI, fails
-    it where CI installs them): markers gpu, slurm, browser, cpp, shellcheck, bwrap, container."""
+    it where CI installs them): markers gpu, slurm, browser, cpp, ccache, shellcheck, bwrap,
+    container."""
     for marker in needs.CHECKS:
         if item.get_closest_marker(marker) is None:
             continue

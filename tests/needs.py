@@ -1,9 +1,9 @@
 """What a marked test needs, and why it cannot run here: the one source of skip reasons.
 
 tests/conftest.py asks `problem(marker)` before each test marked gpu, slurm, browser, cpp,
-shellcheck, bwrap or container. Where the answer is a reason, the test is skipped with it; under CI
-(CI=true) the system parts CI installs must be there, so a missing one fails the test instead of
-hiding it.
+ccache, shellcheck, bwrap or container. Where the answer is a reason, the test is skipped with
+it; under CI (CI=true) the system parts CI installs must be there, so a missing one fails the
+test instead of hiding it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 # Installed by .ci/run (apt) and .ci/browser-setup.sh: CI must run these tests.
-CI_MUST_RUN = {"slurm", "browser", "cpp", "shellcheck", "bwrap", "container"}
+CI_MUST_RUN = {"slurm", "browser", "cpp", "ccache", "shellcheck", "bwrap", "container"}
 # The course's image as `make container` writes it (the container tests run in it with ch-run).
 IMAGE = Path(__file__).resolve().parents[1] / "build" / "container" / "course.sqfs"
 
@@ -82,6 +82,16 @@ def cpp() -> str | None:
 
 
 @functools.cache
+def ccache() -> str | None:
+    """Why the course's C++ builds compile without ccache here (lesson 07's example then
+    compiles cold), or None."""
+    reason = cpp()
+    if reason:
+        return reason
+    return None if shutil.which("ccache") else "ccache is not installed (apt-get install ccache)"
+
+
+@functools.cache
 def shellcheck() -> str | None:
     return None if shutil.which("shellcheck") else "shellcheck is not installed (apt-get install)"
 
@@ -110,6 +120,7 @@ CHECKS = {
     "slurm": slurm,
     "browser": browser,
     "cpp": cpp,
+    "ccache": ccache,
     "shellcheck": shellcheck,
     "bwrap": bwrap,
     "container": container,

@@ -6,11 +6,12 @@ The programs themselves are built and run in tests/integration/test_export_cpp.p
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
-from course_utils import cpp, files, paths, processes
+from course_utils import ccache, cpp, files, paths, processes
 
 
 def test_tensor_file_round_trip(tmp_path):
@@ -56,6 +57,65 @@ def test_configure_command_passes_the_floor_to_cmake_4(tmp_path, monkeypatch):
     assert command[:2] == ["cmake", "-S"] and "-DCMAKE_POLICY_VERSION_MINIMUM=3.5" in command
     monkeypatch.setattr(cpp, "cmake_version", lambda: "3.31.6")
     assert not any("POLICY" in arg for arg in cpp.configure_command(tmp_path, tmp_path / "build"))
+
+
+def test_compiler_launcher_goes_through_ccache_where_it_can(tmp_path):
+    cache = tmp_path / "ccache"
+    (launcher,) = ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", cache, writable=True)
+    name, value = launcher.split("=", 1)
+    assert name == "-DCMAKE_CXX_COMPILER_LAUNCHER"
+    assert value.split(";") == [
+        "/usr/bin/env",
+        f"CCACHE_DIR={cache}",
+        f"CCACHE_BASEDIR={paths.REPO_ROOT}",
+        "CCACHE_NOHASHDIR=1",
+        "/usr/bin/ccache",
+    ]
+    assert ccache.compiler_launcher(None, "/usr/bin/env", cache, writable=True) == []
+    assert ccache.compiler_launcher("/usr/bin/ccache", None, cache, writable=True) == []
+    # a grading sandbox shows the build folder read-only: compile without the cache
+    assert ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", cache, writable=False) == []
+
+
+def test_configure_command_compiles_through_ccache_only_where_installed(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(cpp, "cmake_version", lambda: "3.25.1")
+    real_which = cpp.shutil.which
+    monkeypatch.setattr(
+        cpp.shutil, "which", lambda tool: f"/opt/{tool}" if tool == "ccache" else real_which(tool)
+    )
+    command = cpp.configure_command(tmp_path, tmp_path / "out")
+    assert any(a.endswith(";/opt/ccache") for a in command)
+    assert f"CCACHE_DIR={tmp_path / 'build' / 'ccache'}" in command[-1]
+    monkeypatch.setattr(
+        cpp.shutil, "which", lambda tool: None if tool == "ccache" else real_which(tool)
+    )
+    assert not any("LAUNCHER" in a for a in cpp.configure_command(tmp_path, tmp_path / "out"))
+
+
+def test_warmed_example_lies_as_deep_in_the_checkout_as_the_lessons():
+    """ccache hashes the checkout's paths relative to the compile's folder: the example that
+    make programs compiles shares its objects with the lesson's only at the same depth."""
+    warmed = (paths.REPO_ROOT / "build" / cpp.LESSON_EXAMPLE).relative_to(paths.REPO_ROOT)
+    for lessons in ("solutions", "notebooks"):
+        assert len(warmed.parts) == len(Path(lessons, cpp.LESSON_EXAMPLE).parts)
+
+
+def test_documentation_example_is_made_as_the_lesson_makes_it(tmp_path):
+    documentation = cpp.cpp_source_dir() / "examples" / "documentation"
+    project = cpp.documentation_example(tmp_path / "example")
+    lists = (project / "CMakeLists.txt").read_text()
+    original = (documentation / "CMakeLists.txt").read_text()
+    assert lists.replace("include(CourseTorch)\n", "", 1) == original
+    assert lists.index("include(CourseTorch)") < lists.index("find_package(Torch")
+    assert (project / "example.cpp").read_text() == (documentation / "example.cpp").read_text()
+    added = lists + "add_executable(predict predict.cpp)\n"  # what exercise 07.2 adds
+    (project / "CMakeLists.txt").write_text(added)
+    cpp.documentation_example(project)
+    assert (project / "CMakeLists.txt").read_text() == added
+    (project / "CMakeLists.txt").write_text(original)  # the include lost: made again
+    cpp.documentation_example(project)
+    assert (project / "CMakeLists.txt").read_text() == lists
 
 
 def test_toolchain_missing_names_the_tool(monkeypatch):

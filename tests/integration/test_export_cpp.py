@@ -9,15 +9,17 @@ runs. Where cmake or a C++ compiler is missing, the tests are skipped with the r
 from __future__ import annotations
 
 import difflib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from course_utils import cpp
+from course_utils import ccache, cpp
 from course_utils import export as ex
 from course_utils.models import Net
 from course_utils.paths import REPO_ROOT
@@ -241,3 +243,46 @@ def test_a_researchers_cpp14_project_builds_with_one_added_line(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     run = subprocess.run([str(tmp_path / "build" / "example")], capture_output=True, text=True)
     assert run.returncode == 0 and "[ CPUFloatType{2,3} ]" in run.stdout, run.stderr
+
+
+TINY_PROJECT = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.18)\nproject(tiny CXX)\n"
+    "include(CourseTorch)\nfind_package(Torch REQUIRED)\n"
+    'add_executable(tiny tiny.cpp)\ntarget_link_libraries(tiny "${TORCH_LIBRARIES}")\n',
+    "tiny.cpp": "#include <c10/util/Exception.h>\nint main() { TORCH_CHECK(true); }\n",
+}
+
+
+def _cache_hits(cache: Path) -> int:
+    done = subprocess.run(
+        ["ccache", "--print-stats"],
+        env={**os.environ, "CCACHE_DIR": str(cache)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stats = dict(line.split("\t") for line in done.stdout.splitlines() if "\t" in line)
+    return int(stats["direct_cache_hit"]) + int(stats["preprocessed_cache_hit"])
+
+
+@pytest.mark.ccache
+def test_equally_deep_projects_in_the_checkout_share_compiled_objects(tmp_path, monkeypatch):
+    """What makes lesson 07's first compile a cache hit: `make programs` compiles the
+    documentation's example in build/runs/07/example, and the lesson compiles the same source
+    in solutions/runs/07/example, as deep in the checkout. Here a small source, compiled in
+    two such folders: the second compile is found in the cache."""
+    cache = tmp_path / "ccache"
+    monkeypatch.setattr(ccache, "compiler_cache", lambda: cache)
+    (REPO_ROOT / "build").mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="ccache-test-", dir=REPO_ROOT / "build"))
+    try:
+        for n, copy in enumerate(("first", "second")):
+            project = root / copy / "tiny"
+            project.mkdir(parents=True)
+            for name, text in TINY_PROJECT.items():
+                (project / name).write_text(text)
+            cpp.build_project(project, project / "build")
+            assert subprocess.run([project / "build" / "tiny"]).returncode == 0
+            assert _cache_hits(cache) == n  # the first compiled, the second found it
+    finally:
+        shutil.rmtree(root)

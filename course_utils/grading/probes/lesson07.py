@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils import cpp, export, files
+from course_utils import cpp, export
 from course_utils.grading import CheckFailed, probe
 from course_utils.models import Net
 from course_utils.paths import build_root
@@ -93,22 +93,12 @@ def _package() -> Path:
     return export.aoti_package(exported, build_root() / "exercise-07" / "net.pt2").path
 
 
-LESSON_PROJECT = Path("runs", "07", "example")  # the lesson makes it here: RUNS / "example"
-
-
 def _project() -> Path:
-    """The learner's project where and as the lesson makes it: the documentation's example plus
-    include(CourseTorch), keeping what 07.2 added. The check builds in it, so the lesson's own
-    build of `predict` after the check finds it built (a second folder compiled it again)."""
-    documentation = cpp.cpp_source_dir() / "examples" / "documentation"
-    cmake = (documentation / "CMakeLists.txt").read_text()
-    fixed = cmake.replace("find_package(Torch", "include(CourseTorch)\nfind_package(Torch")
-    lists = LESSON_PROJECT / "CMakeLists.txt"
-    if not (lists.is_file() and lists.read_text().startswith(fixed)):  # keep what 07.2 added
-        files.write_text_if_changed(lists, fixed)
-    example = (documentation / "example.cpp").read_text()
-    files.write_text_if_changed(LESSON_PROJECT / "example.cpp", example)
-    return LESSON_PROJECT.resolve()
+    """The learner's project where and as the lesson makes it (runs/07/example: the
+    documentation's example plus include(CourseTorch), keeping what 07.2 added). The check
+    builds in it, so the lesson's own build of `predict` after the check finds it built (a
+    second folder compiled it again)."""
+    return cpp.documentation_example(cpp.LESSON_EXAMPLE).resolve()
 
 
 @probe("07.2")
