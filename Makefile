@@ -51,8 +51,9 @@ $(LAB_SETTINGS): $(VENV)/.installed
 # its package is the checks' own model (seed 0), which they then reuse. What the lesson has the
 # learner build (the documentation's example, their own program) stays the lesson's, in its own
 # folder; where ccache is installed, the documentation's example is compiled once here too
-# (build/runs/07/example), and the lesson's first compile of it, 19 s of a fresh clone's 54 s
-# lesson, finds it in build/ccache (cpp.compiler_launcher says how). Where cmake
+# (build/runs/07/example), and the lesson's first compile of it (19 s of a fresh clone's 54 s
+# lesson) and AOTInductor's compile of the package's wrapper (5 s) find theirs in build/ccache
+# (course_utils/ccache.py says how). Where cmake
 # or a C++ compiler is missing it says so, and the lesson builds them when it can. Built again
 # when the C++ sources or the packages change, or when another PyTorch's lane reconfigured
 # build/cpp (its CMakeCache.txt is then newer).

@@ -77,6 +77,24 @@ def test_compiler_launcher_goes_through_ccache_where_it_can(tmp_path):
     assert ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", cache, writable=False) == []
 
 
+def test_inductor_compiler_is_a_link_to_ccache_named_like_the_compiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path))
+    fake_ccache = tmp_path / "ccache-program"
+    fake_ccache.touch()
+    tools = {"ccache": str(fake_ccache), "g++": "/usr/bin/g++"}
+    monkeypatch.setattr(ccache.shutil, "which", tools.get)
+    link, environment = ccache.inductor_compiler("g++")
+    assert link == str(tmp_path / "ccache" / "bin" / "g++")
+    assert Path(link).resolve() == fake_ccache
+    assert environment["CCACHE_COMPILER"] == "/usr/bin/g++"
+    assert environment["CCACHE_DIR"] == str(tmp_path / "ccache")
+    assert "pch_defines" in environment["CCACHE_SLOPPINESS"]  # Inductor's precompiled header
+    assert ccache.inductor_compiler("g++")[0] == link  # made once, then found
+    assert ccache.inductor_compiler("clang++") is None  # no such compiler here
+    monkeypatch.setattr(ccache.shutil, "which", {"g++": "/usr/bin/g++"}.get)
+    assert ccache.inductor_compiler("g++") is None  # no ccache
+
+
 def test_configure_command_compiles_through_ccache_only_where_installed(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_BUILD_DIR", str(tmp_path / "build"))
     monkeypatch.setattr(cpp, "cmake_version", lambda: "3.25.1")

@@ -47,6 +47,21 @@ def test_inductor_cache_sets_and_restores(tmp_path, monkeypatch):
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere/else"
 
 
+def test_inductor_compiles_through_ccache_inside_the_cache_block(tmp_path, monkeypatch):
+    from torch._inductor import config
+
+    before = config.cpp.cxx
+    through = (str(tmp_path / "bin" / "g++"), {"CCACHE_DIR": str(tmp_path)})
+    monkeypatch.setattr(ex.ccache, "inductor_compiler", lambda compiler: through)
+    monkeypatch.delenv("CCACHE_DIR", raising=False)
+    with ex.inductor_cache(tmp_path / "cache"):
+        assert config.cpp.cxx[-1] == through[0] and os.environ["CCACHE_DIR"] == str(tmp_path)
+    assert config.cpp.cxx == before and "CCACHE_DIR" not in os.environ
+    monkeypatch.setattr(ex.ccache, "inductor_compiler", lambda compiler: None)  # no ccache
+    with ex.inductor_cache(tmp_path / "cache"):
+        assert config.cpp.cxx == before
+
+
 def test_torchscript_warnings_are_shown_once_each_in_short_lines(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(ex, "_NOTED", set())
     with warnings.catch_warnings():
