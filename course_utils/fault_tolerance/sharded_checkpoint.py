@@ -14,6 +14,7 @@ Taught in lesson 06.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import tempfile
@@ -39,19 +40,26 @@ def _shard(model: torch.nn.Module, world_size: int) -> tuple[torch.nn.Module, st
     return torch.nn.parallel.DistributedDataParallel(model), "DDP (replicated)"
 
 
+def _save_shard(folder: str, world_size: int, seed: int) -> None:
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    torch.manual_seed(seed)  # every rank builds the same model, then keeps its shard
+    model, route = _shard(TinyNet(), world_size)
+    state = {"model": get_model_state_dict(model), "route": route}
+    dcp.save(state, checkpoint_id=folder)  # every rank writes; rank 0 also the metadata
+
+
 def _save_worker(rank: int, world_size: int, folder: str, store: str, seed: int) -> None:
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
     try:
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        torch.manual_seed(seed)  # every rank builds the same model, then keeps its shard
-        model, route = _shard(TinyNet(), world_size)
-        state = {"model": get_model_state_dict(model), "route": route}
-        dcp.save(state, checkpoint_id=folder)  # every rank writes; rank 0 also the metadata
+        _save_shard(folder, world_size, seed)
         # Both ranks past the last collective before either tears gloo down: a rank destroying
         # its group while the other still has a send in flight aborts ("terminate called ...").
         dist.barrier()
     finally:
+        # The sharded model's parameters hold the device mesh and its groups: freed here (the
+        # function above has returned), not by the interpreter's exit after gloo is gone.
+        gc.collect()
         dist.destroy_process_group()
 
 
