@@ -33,33 +33,30 @@ def settings(cache: Path) -> dict[str, str]:
     return {"CCACHE_DIR": str(cache), "CCACHE_BASEDIR": str(REPO_ROOT), "CCACHE_NOHASHDIR": "1"}
 
 
-def compiler_launcher(
-    ccache: str | None, env: str | None, cache: Path, writable: bool
-) -> list[str]:
+def compiler_launcher(ccache: str | None, env: str | None, cache: Path | None) -> list[str]:
     """The cmake argument that compiles through ccache, or nothing where it cannot: `ccache`
-    and `env` are the paths of those programs, or None where they are missing; `cache` holds
-    the objects when it can be written (`writable`; a grading sandbox shows build/ read-only)."""
-    if not (ccache and env and writable):
+    and `env` are the paths of those programs, or None where they are missing; `cache` is the
+    folder for the objects, None where none can be written (a grading sandbox shows build/
+    read-only)."""
+    if not (ccache and env and cache):
         return []
     assignments = [f"{name}={value}" for name, value in settings(cache).items()]
     return [f"-DCMAKE_CXX_COMPILER_LAUNCHER={';'.join([env, *assignments, ccache])}"]
 
 
-def usable_cache() -> Path | None:
-    """build/ccache where ccache is installed and that folder can be written, else None."""
+def writable_cache() -> Path | None:
+    """build/ccache, made where missing, or None where it cannot be written."""
     cache = compiler_cache()
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return cache if shutil.which("ccache") and os.access(cache, os.W_OK) else None
+    return cache if os.access(cache, os.W_OK) else None
 
 
 def launcher_here() -> list[str]:
     """`compiler_launcher` for this machine: ccache and env from PATH, the cache in build/."""
-    cache = usable_cache()
-    writable = cache is not None
-    return compiler_launcher(shutil.which("ccache"), shutil.which("env"), cache or Path(), writable)
+    return compiler_launcher(shutil.which("ccache"), shutil.which("env"), writable_cache())
 
 
 def inductor_compiler(compiler: str) -> tuple[str, dict[str, str]] | None:
@@ -67,7 +64,7 @@ def inductor_compiler(compiler: str) -> tuple[str, dict[str, str]] | None:
     named like it, and the environment that tells ccache which compiler it stands for. Inductor
     runs the compiler it is given and judges it by its name and `--version`, both kept; None
     where ccache cannot serve (not installed, build/ read-only, `compiler` not found)."""
-    cache, ccache, real = usable_cache(), shutil.which("ccache"), shutil.which(compiler)
+    cache, ccache, real = writable_cache(), shutil.which("ccache"), shutil.which(compiler)
     if cache is None or ccache is None or real is None:
         return None
     link = cache / "bin" / Path(compiler).name

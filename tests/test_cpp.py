@@ -61,7 +61,7 @@ def test_configure_command_passes_the_floor_to_cmake_4(tmp_path, monkeypatch):
 
 def test_compiler_launcher_goes_through_ccache_where_it_can(tmp_path):
     cache = tmp_path / "ccache"
-    (launcher,) = ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", cache, writable=True)
+    (launcher,) = ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", cache)
     name, value = launcher.split("=", 1)
     assert name == "-DCMAKE_CXX_COMPILER_LAUNCHER"
     assert value.split(";") == [
@@ -71,10 +71,10 @@ def test_compiler_launcher_goes_through_ccache_where_it_can(tmp_path):
         "CCACHE_NOHASHDIR=1",
         "/usr/bin/ccache",
     ]
-    assert ccache.compiler_launcher(None, "/usr/bin/env", cache, writable=True) == []
-    assert ccache.compiler_launcher("/usr/bin/ccache", None, cache, writable=True) == []
+    assert ccache.compiler_launcher(None, "/usr/bin/env", cache) == []
+    assert ccache.compiler_launcher("/usr/bin/ccache", None, cache) == []
     # a grading sandbox shows the build folder read-only: compile without the cache
-    assert ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", cache, writable=False) == []
+    assert ccache.compiler_launcher("/usr/bin/ccache", "/usr/bin/env", None) == []
 
 
 def test_inductor_compiler_is_a_link_to_ccache_named_like_the_compiler(tmp_path, monkeypatch):
@@ -111,12 +111,17 @@ def test_configure_command_compiles_through_ccache_only_where_installed(tmp_path
     assert not any("LAUNCHER" in a for a in cpp.configure_command(tmp_path, tmp_path / "out"))
 
 
-def test_warmed_example_lies_as_deep_in_the_checkout_as_the_lessons():
+def test_warmed_example_lies_as_deep_in_the_checkout_as_the_lessons(monkeypatch):
     """ccache hashes the checkout's paths relative to the compile's folder: the example that
     make programs compiles shares its objects with the lesson's only at the same depth."""
-    warmed = (paths.REPO_ROOT / "build" / cpp.LESSON_EXAMPLE).relative_to(paths.REPO_ROOT)
+    monkeypatch.delenv("COURSE_BUILD_DIR", raising=False)  # build/ in the checkout, as make's
+    built = []
+    monkeypatch.setattr(cpp, "build_project", lambda source, folder: built.append(folder))
+    cpp.warm_lesson_example()
+    (folder,) = built
     for lessons in ("solutions", "notebooks"):
-        assert len(warmed.parts) == len(Path(lessons, cpp.LESSON_EXAMPLE).parts)
+        lesson_build = Path(lessons, cpp.LESSON_EXAMPLE, "build")
+        assert len(folder.relative_to(paths.REPO_ROOT).parts) == len(lesson_build.parts)
 
 
 def test_documentation_example_is_made_as_the_lesson_makes_it(tmp_path):
