@@ -15,7 +15,8 @@ paired ratios; `compared` says the verdict in words.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 
 from course_utils import hpc, paired
 from course_utils.timing import time_fn
@@ -69,6 +70,25 @@ def compared(verdict: paired.Verdict, other: str) -> str:
 def rates_text(rates: dict) -> str:
     """The sweep's result as a job leaves it in sacct's record: '1:812.4,2:1490.0'."""
     return ",".join(f"{n}:{rate:.1f}" for n, rate in sorted(rates.items()))
+
+
+def median_rates(sweeps: Sequence[dict]) -> dict[int, float]:
+    """Several sweeps of the same counts as one: each count's median rate. A node's other work
+    can slow one count of one sweep; the median of three keeps that out of the sweep's shape.
+    ValueError naming the counts where the sweeps measured different ones."""
+    if not sweeps:
+        raise ValueError("sweeps=[]: give at least one sweep ({threads: images per second})")
+    for sweep in sweeps:
+        if not isinstance(sweep, dict):
+            raise TypeError(f"{sweep!r} is not a sweep: expected {{threads: images per second}}")
+    want = sorted(sweeps[0])
+    for sweep in sweeps[1:]:
+        if sorted(sweep) != want:
+            raise ValueError(
+                f"one sweep measured counts {sorted(sweep)}, another {want}: every sweep of a "
+                "job measures the same counts (cpu_sweep.counts of its CPUs)"
+            )
+    return {n: statistics.median(sweep[n] for sweep in sweeps) for n in want}
 
 
 def parse_rates(text: str) -> dict[int, float]:

@@ -71,3 +71,23 @@ def test_on_threads_measures_with_its_count_and_sets_the_allocation_back(monkeyp
 
 def test_on_threads_times_a_real_call():
     assert 0 < cpu_sweep.on_threads(1, torch.ones, 4)() < 1.0
+
+
+def test_median_rates_keeps_one_slowed_count_out_of_the_sweep():
+    """The CI case: one sweep's 1-thread run slowed by the node's other work (3.0x on 2)."""
+    sweeps = [{1: 1300.0, 2: 2400.0}, {1: 2389.0, 2: 7217.0}, {1: 1250.0, 2: 2350.0}]
+    assert cpu_sweep.median_rates(sweeps) == {1: 1300.0, 2: 2400.0}
+    assert cpu_sweep.median_rates(sweeps[:1]) == sweeps[0]
+
+
+@pytest.mark.parametrize(
+    ("sweeps", "error", "said"),
+    [
+        ([], ValueError, r"sweeps=\[\]: give at least one sweep"),
+        ([{1: 1.0, 2: 2.0}, {1: 1.0}], ValueError, r"one sweep measured counts \[1\], another"),
+        ([{1: 1.0}, [1.0]], TypeError, r"\[1.0\] is not a sweep"),
+    ],
+)
+def test_median_rates_refuses_sweeps_that_are_not_alike(sweeps, error, said):
+    with pytest.raises(error, match=said):
+        cpu_sweep.median_rates(sweeps)

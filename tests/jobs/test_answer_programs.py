@@ -22,15 +22,22 @@ def _answer(tmp_path, source: str):
     return str(path)
 
 
-def test_the_sweep_prints_each_count_and_leaves_the_rates(tmp_path, capsys, left):
+def test_the_sweep_prints_each_count_s_median_and_leaves_the_rates(tmp_path, capsys, left):
+    """The learner's sweep runs SWEEPS times; the second here had its 1-thread run slowed."""
     answer = _answer(
         tmp_path,
-        "def thread_rates(step, batch_size):\n    step()\n    return {1: 800.0, 2: 1500.0}\n",
+        "calls = []\n"
+        "def thread_rates(step, batch_size):\n"
+        "    step()\n"
+        "    calls.append(1)\n"
+        "    return {1: 300.0 if len(calls) == 2 else 800.0 + len(calls), 2: 1500.0}\n",
     )
+    assert thread_sweep.SWEEPS == 3
     assert thread_sweep.main(["--answer", answer, "--digest", "d1"]) == 0
     said = capsys.readouterr().out
-    assert "1 thread(s):      800 images/s" in said and "2 thread(s):    1,500 images/s" in said
-    assert left == ["digest d1 rates 1:800.0,2:1500.0"]
+    assert "the median of 3 sweeps of your thread_rates" in said
+    assert "1 thread(s):      801 images/s" in said and "2 thread(s):    1,500 images/s" in said
+    assert left == ["digest d1 rates 1:801.0,2:1500.0"]
 
 
 def test_the_sweep_refuses_what_is_not_rates(tmp_path, capsys, left):

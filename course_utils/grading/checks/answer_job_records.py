@@ -13,7 +13,12 @@ from course_utils import answer_jobs, cpu_sweep
 from course_utils.grading import CheckFailed, expect
 from course_utils.grading.checks import slurm_record
 
-MARGIN = 1.5  # a rate on n threads may exceed n x the 1-thread rate by this much (noise)
+# A rate on n threads may exceed n x the 1-thread rate by this factor. The bound refuses rates
+# no machine gives (a sweep typed in, not measured), not noise: on a node that other work shares,
+# a 1-thread run can be slowed while the n-thread run is not; one sweep of an honest learner's
+# function on a shared 2-CPU test node gave 3.0x on 2 threads. The job keeps the median of
+# several sweeps (course_utils.jobs.thread_sweep), and the bound leaves room beyond that.
+MARGIN = 2.0
 
 
 def read_named(exercise_id: str, jobs, digest) -> list[str]:
