@@ -74,7 +74,8 @@ def rates_text(rates: dict) -> str:
 
 def median_rates(sweeps: Sequence[dict]) -> dict[int, float]:
     """Several sweeps of the same counts as one: each count's median rate. A node's other work
-    can slow one count of one sweep; the median of three keeps that out of the sweep's shape.
+    can slow one count of one sweep; the median of several (exercise 02.2's job: SWEEPS in
+    course_utils.jobs.thread_sweep) keeps that out of the sweep's shape.
     ValueError naming the counts where the sweeps measured different ones."""
     if not sweeps:
         raise ValueError("sweeps=[]: give at least one sweep ({threads: images per second})")
