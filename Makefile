@@ -22,8 +22,8 @@ TEST_LANES := test test-short test-solutions test-notebooks test-unit test-integ
 	test-long-waiting test-long-busy test-in-job test-torch-min test-torch-min-unit \
 	test-torch-min-notebooks test-torch-min-jobs test-torch-min-unit-then-jobs test-container \
 	test-container-unit test-container-runs
-.PHONY: lab setup kernel programs release lint clean-venv setup-torch-min-packages setup-torch-min \
-	$(TEST_LANES)
+.PHONY: lab setup kernel programs release lint clean-venv clean-torch-min setup-torch-min-packages \
+	setup-torch-min $(TEST_LANES)
 
 setup: $(VENV)/.installed $(KERNEL) $(LAB_SETTINGS)
 
@@ -198,6 +198,10 @@ $(MIN_STAMP): $(MIN_REQUIREMENTS) pyproject.toml
 	$(MIN_BIN)/python -m pip install --no-deps -e .
 	@touch $@
 
+# The PyTorch 2.6 environment away (about 6 GB): CI, once its lane is done, before the image.
+clean-torch-min:
+	rm -rf $(MIN_VENV)
+
 # The pinned packages alone (mostly downloads), and the whole environment.
 setup-torch-min-packages: $(MIN_REQUIREMENTS)
 setup-torch-min: $(MIN_STAMP)
@@ -311,8 +315,9 @@ site: $(SITE_STAMP) $(MATHJAX)/tex-chtml.js
 # --- The course in a container: `make container` (README, "On a cluster"; lesson 00) ------------
 # container/build.sh builds the image without a registry, as root (mmdebstrap, squashfs-tools):
 # Debian 12 from Debian's archive, the lock's wheels fetched by this machine's pip, the course in
-# /opt/course. It writes build/container/course.tar and course.sqfs, and packages.txt, the list of
-# the packages they hold (printed too). Each run builds the image afresh and keeps the wheels.
+# /opt/course. It writes build/container/course.sqfs and packages.txt, the list of the packages it
+# holds (printed too), once it has checked the folder has the room. Each run builds the image
+# afresh and keeps the wheels. CONTAINER=DIR builds it elsewhere (a disk with more room).
 # The lock is requirements.txt resolved for the image's Python (Debian 12's 3.11.2): run
 # `make container-lock` after changing requirements.txt (tests/test_container_files.py checks).
 CONTAINER := build/container

@@ -2,17 +2,20 @@
 # The course's container image, built without a registry (README, "On a cluster"; lesson 00):
 # Debian 12 from Debian's package archive (mmdebstrap), with Python 3.11, the C++ toolchain
 # lesson 07 builds with, the pinned Python packages (container/requirements.lock, installed from
-# wheels with pip) and the course itself in /opt/course. Written twice, for the runtimes:
-#   OUT/course.tar    the root file system as a tarball: ch-convert, podman import, or unpacked
-#                     for `apptainer build course.sif DIR/`
-#   OUT/course.sqfs   the same as one SquashFS file, which ch-run mounts as it is
+# wheels with pip) and the course itself in /opt/course. It writes:
+#   OUT/course.sqfs   the root file system as one SquashFS file, which ch-run and apptainer run as
+#                     it is; `unsquashfs -d DIR` gives the folder other routes start from
+#                     (README, "On a cluster")
 #   OUT/packages.txt  what the image holds: each Debian package and each Python package, versioned
+# One file only: a tarball of the same tree would take 6.4 GB more while the tree is still there.
 # Usage (as root: mmdebstrap's root mode and chroot):
 #   container/build.sh build [OUT]      the image (make container; OUT: build/container)
 #   container/build.sh packages [OUT]   what a build from the same pins installs now, without
 #                                       building: Debian's by apt's resolution, Python's the lock
 #   container/build.sh lock             resolve requirements.txt for the image's Python into
 #                                       container/requirements.lock (make container-lock)
+#   container/build.sh room [OUT]       whether OUT has the room a build takes (build checks it
+#                                       first: a disk that fills mid-build fails in mksquashfs)
 # Needs: mmdebstrap, squashfs-tools (mksquashfs) and a host Python 3.11 with pip ($PYTHON) that
 # can reach the pinned wheels (its own pip configuration is used to fetch them).
 set -euo pipefail
@@ -145,30 +148,55 @@ installed() {  # the packages the image holds, one per line: deb|pip NAME VERSIO
 pack() {
     # SquashFS with zstd at level 3: 6.5 GB packed in about 17 s on 2 cores, 53% of the size;
     # mksquashfs's default (gzip) packs several times slower. -all-root: files belong to root.
-    tar -C "$rootfs" --numeric-owner -cf "$out/course.tar" . &
-    local tarball=$!
     mksquashfs "$rootfs" "$out/course.sqfs" -noappend -quiet -no-progress -all-root \
         -comp zstd -Xcompression-level 3
-    wait "$tarball"
+}
+
+# The room a build takes at its peak, in GiB, measured on a build of this lock: Debian's tree
+# (6.5) while it is packed, the image (3.2) and, unless an earlier build's are kept, the wheels
+# (3.0). CONTAINER_ROOM_GIB sets the first figure (the tests set it to check both answers).
+TREE_AND_IMAGE_GIB=${CONTAINER_ROOM_GIB:-10}
+WHEELS_GIB=3
+
+kib_of() {  # the size of those of these paths that exist (du fails on the others)
+    { du -sk "$@" 2>/dev/null || true; } | awk '{n += $1} END {print n + 0}'
+}
+
+room() {  # fails, naming the figures and the fix, where OUT lacks the room a build takes
+    out=${1:-build/container}
+    mkdir -p "$out"
+    local need=$TREE_AND_IMAGE_GIB have
+    if ! cmp -s "$LOCK" "$out/wheels/requirements.lock"; then need=$((need + WHEELS_GIB)); fi
+    # What the build replaces is room too: an earlier image, tree or tarball in OUT.
+    have=$(($(df -Pk "$out" | awk 'NR == 2 {print $4}') + $(kib_of "$out/course.sqfs" \
+        "$out/rootfs" "$out/course.tar")))
+    if [ "$have" -lt $((need * 1024 * 1024)) ]; then
+        echo "container: $out has $((have / 1024 / 1024)) GiB free (counting what a build" \
+            "replaces there); a build needs about $need GiB. Free space on that disk, or build" \
+            "elsewhere: container/build.sh build OUT (make container CONTAINER=OUT)" >&2
+        return 1
+    fi
+    echo "container: $out has $((have / 1024 / 1024)) GiB free; a build needs about $need GiB"
 }
 
 build() {
     out=${1:-build/container}
     rootfs=$out/rootfs
-    mkdir -p "$out"
     local start=$SECONDS
+    room "$out"
+    rm -f "$out/course.tar"  # an earlier build's tarball: builds no longer write one
     step "wheels of the lock" wheels
     step "Debian 12 (mmdebstrap)" debian
     step "Python packages (pip)" python_packages
     step "the course" course
     installed | sort >"$out/packages.txt"
-    step "tarball and SquashFS" pack
-    rm -rf "$rootfs"  # the tarball holds the same tree (6.5 GB of disk kept free)
+    step "SquashFS" pack
+    rm -rf "$rootfs"  # the image holds the same tree (6.5 GB of disk kept free)
     echo "container: the image's packages:"
     cat "$out/packages.txt"
     echo "container: $(grep -c '^deb ' "$out/packages.txt") Debian and" \
         "$(grep -c '^pip ' "$out/packages.txt") Python packages ($out/packages.txt)"
-    du -h "$out/course.tar" "$out/course.sqfs"
+    du -h "$out/course.sqfs"
     echo "container: built in $((SECONDS - start)) s"
 }
 
@@ -187,5 +215,6 @@ case ${1:-} in
     build) shift; build "$@" ;;
     packages) packages | sort ;;
     lock) lock ;;
-    *) echo "usage: $0 build [OUT] | packages | lock" >&2; exit 2 ;;
+    room) shift; room "$@" ;;
+    *) echo "usage: $0 build [OUT] | packages | lock | room [OUT]" >&2; exit 2 ;;
 esac

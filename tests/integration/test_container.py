@@ -225,3 +225,36 @@ def test_the_build_script_and_the_ngc_definition_s_scripts_pass_shellcheck(tmp_p
         (tmp_path / f"ngc-{name}.sh").write_text("\n".join(sections[name]) + "\n")
     done = subprocess.run(["shellcheck", *paths], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout
+
+
+def _room(out, tree_and_image_gib: int) -> subprocess.CompletedProcess:
+    """`container/build.sh room OUT`, the check a build starts with, with its figure for Debian's
+    tree and the image set (the wheels' figure stays the script's own)."""
+    return subprocess.run(
+        ["container/build.sh", "room", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CONTAINER_ROOM_GIB": str(tree_and_image_gib)},
+    )
+
+
+def test_the_room_check_refuses_a_folder_that_lacks_the_room_naming_figures_and_fix(tmp_path):
+    """A disk that fills mid-build fails in mksquashfs with 'Failed to write to output
+    filesystem', minutes in; the check says so first, with the figures and the fix."""
+    refused = _room(tmp_path / "out", 10**7)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert re.search(r"has \d+ GiB free .*needs about 10000003 GiB", refused.stderr)
+    assert "container/build.sh build OUT" in refused.stderr
+
+
+def test_the_room_a_build_needs_counts_the_wheels_unless_kept(tmp_path):
+    out = tmp_path / "out"
+    cold = _room(out, 0)
+    assert cold.returncode == 0, cold.stderr
+    assert "a build needs about 3 GiB" in cold.stdout  # the wheels alone, with no tree or image
+    (out / "wheels").mkdir()
+    shutil.copy(REPO / "container/requirements.lock", out / "wheels/requirements.lock")
+    kept = _room(out, 0)
+    assert "a build needs about 0 GiB" in kept.stdout, kept.stdout + kept.stderr
